@@ -1,0 +1,51 @@
+# memofs: two commands do all the set-up on a fresh machine.
+#   make eval   bootstrap .venv, install, run the default evaluation, write reports/
+#   make test   bootstrap .venv, install, run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-16)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
+export MPLBACKEND := Agg
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install test eval eval-locomo notebooks bench bench-lexical bench-vector baseline clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	# the CPU build of torch, pinned: an unpinned torch would pull a multi-GB CUDA build
+	$(PIP) install -q "torch==$(TORCH_VERSION)"
+	$(PIP) install -q "torch==$(TORCH_VERSION)" -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: install
+	$(PY) -m pytest -q
+
+eval: install
+	$(PY) -m memofs_eval.cli run eval/specs/default.toml --quiet
+
+eval-locomo: install
+	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)"
+
+notebooks: install
+	$(PY) -m memofs_eval.notebooks
+
+bench-lexical: install
+	$(PY) -m memofs_eval.bench.lexical
+
+bench-vector: install
+	$(PY) -m memofs_eval.bench.vector
+
+bench: install
+	$(PY) -m memofs_eval.bench.all
+
+clean:
+	rm -rf $(VENV) .cache

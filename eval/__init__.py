@@ -1,0 +1,1 @@
+"""The memofs evaluation harness (installed as ``memofs_eval`` from ``eval/``)."""

@@ -1,0 +1,253 @@
+"""Okapi BM25 with the spec's IDF floor, plus the fuzzy-overlap term (spec "Signal 1").
+
+    IDF(q)      = max(0, ln(1 + (N - df(q) + 0.5) / (df(q) + 0.5)))
+    TF_norm(q,D) = tf(q,D) (k1 + 1) / (tf(q,D) + k1 (1 - b + b |D| / avgdl))
+    rawScore(Q,D) = sum over unique q in Q of IDF(q) TF_norm(q,D)
+                    + fuzzyBoost * fuzzyOverlap(Q, D)
+
+Defaults k1 = 1.2, b = 0.75, fuzzyBoost = 0.15. When ``avgdl`` is 0, ``|D|/avgdl`` is
+taken as 1 (upstream).
+
+Layout (after bm25s): term frequencies live per document; on the first query after a
+change the index lays them out once as a term-major ``scipy.sparse`` matrix of BM25
+weights, so a query is one gather-and-bincount over the postings of its terms. Adds,
+updates and removals only touch the per-document rows and the df counters; the weight
+matrix is refreshed lazily, which gives exactly the scores of a fresh build.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from memofs.fuzzy import VocabularyMatcher
+from memofs.tokenize import tokenize
+
+
+@dataclass(frozen=True)
+class LexicalScores:
+    """Per-document lexical signals for one query, aligned with ``ids``.
+
+    ``raw = bm25 + fuzzy_boost * fuzzy`` is the spec's rawScore.
+    """
+
+    ids: tuple[str, ...]
+    bm25: NDArray[np.float64]
+    fuzzy: NDArray[np.float64]
+    raw: NDArray[np.float64]
+    order_key: NDArray[np.int64]  # rank of each id in ascending id order, for tie-breaks
+
+    def top(self, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best documents with ``raw > 0``: raw descending, ties by id ascending."""
+        hit = np.flatnonzero(self.raw > 0)
+        if hit.size == 0 or k <= 0:
+            return []
+        order = hit[np.lexsort((self.order_key[hit], -self.raw[hit]))][:k]
+        return [(self.ids[i], float(self.raw[i])) for i in order]
+
+
+class BM25Index:
+    """A mutable BM25 + fuzzy index over string documents keyed by id.
+
+    Parameters are plain constructor arguments (scikit-learn style). ``tokenizer`` maps
+    text to recall tokens; it defaults to :func:`memofs.tokenize.tokenize`.
+    """
+
+    def __init__(
+        self,
+        k1: float = 1.2,
+        b: float = 0.75,
+        fuzzy_boost: float = 0.15,
+        fuzzy_partial: float = 0.25,
+        tokenizer=tokenize,
+    ) -> None:
+        if k1 < 0:
+            raise ValueError(f"k1 must be >= 0, got {k1}")
+        if not 0.0 <= b <= 1.0:
+            raise ValueError(f"b must be in [0, 1], got {b}")
+        if fuzzy_boost < 0:
+            raise ValueError(f"fuzzy_boost must be >= 0, got {fuzzy_boost}")
+        if not 0.0 <= fuzzy_partial <= 1.0:
+            raise ValueError(f"fuzzy_partial must be in [0, 1], got {fuzzy_partial}")
+        self.k1, self.b = float(k1), float(b)
+        self.fuzzy_boost, self.fuzzy_partial = float(fuzzy_boost), float(fuzzy_partial)
+        self.tokenizer = tokenizer
+        self._docs: dict[str, Counter[str]] = {}
+        self._lengths: dict[str, int] = {}
+        self._df: Counter[str] = Counter()
+        self._total_len = 0
+        self._dirty = True
+        self._layout: _Layout | None = None
+
+    # --- mutation -------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._docs
+
+    def add(self, doc_id: str, text: str) -> None:
+        """Insert or replace one document."""
+        self.add_many([(doc_id, text)])
+
+    def add_many(self, docs: Iterable[tuple[str, str]]) -> None:
+        """Insert or replace documents; re-adding an id replaces its old text."""
+        for doc_id, text in docs:
+            if not isinstance(doc_id, str) or not doc_id:
+                raise TypeError(f"document id must be a non-empty str, got {doc_id!r}")
+            if not isinstance(text, str):
+                raise TypeError(f"document {doc_id!r}: text must be str, got {type(text).__name__}")
+            if doc_id in self._docs:
+                self._drop(doc_id)
+            tf = Counter(self.tokenizer(text))
+            self._docs[doc_id] = tf
+            self._lengths[doc_id] = sum(tf.values())
+            self._total_len += self._lengths[doc_id]
+            self._df.update(tf.keys())
+        self._dirty = True
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove documents by id; unknown ids are ignored."""
+        for doc_id in ids:
+            if doc_id in self._docs:
+                self._drop(doc_id)
+        self._dirty = True
+
+    def _drop(self, doc_id: str) -> None:
+        tf = self._docs.pop(doc_id)
+        self._total_len -= self._lengths.pop(doc_id)
+        for term in tf:
+            self._df[term] -= 1
+            if self._df[term] <= 0:
+                del self._df[term]
+
+    # --- statistics -----------------------------------------------------------
+    @property
+    def avgdl(self) -> float:
+        return self._total_len / len(self._docs) if self._docs else 0.0
+
+    def idf(self, term: str) -> float:
+        """``max(0, ln(1 + (N - df + 0.5) / (df + 0.5)))``."""
+        n, df = len(self._docs), self._df.get(term, 0)
+        return max(0.0, float(np.log1p((n - df + 0.5) / (df + 0.5))))
+
+    # --- scoring --------------------------------------------------------------
+    def _refresh(self) -> _Layout:
+        if self._dirty or self._layout is None:
+            self._layout = _Layout.build(self)
+            self._dirty = False
+        return self._layout
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return self._refresh().ids
+
+    def score(self, query: str | Sequence[str], *, fuzzy: bool = True) -> LexicalScores:
+        """BM25, fuzzy overlap and rawScore of every document for ``query``.
+
+        ``query`` is text (tokenized here) or an already tokenized term list.
+        """
+        lay = self._refresh()
+        terms = self.tokenizer(query) if isinstance(query, str) else list(query)
+        n = len(lay.ids)
+        bm25 = lay.bm25(terms)
+        fz = lay.fuzzy(terms, self.fuzzy_partial) if fuzzy else np.zeros(n)
+        raw = bm25 + self.fuzzy_boost * fz
+        return LexicalScores(lay.ids, bm25, fz, raw, lay.order_key)
+
+    def search(self, query: str | Sequence[str], top_k: int = 10, *, fuzzy: bool = True) -> list[tuple[str, float]]:
+        """Top ``top_k`` (id, rawScore) with rawScore > 0, ties broken by id."""
+        return self.score(query, fuzzy=fuzzy).top(top_k)
+
+
+class _Layout:
+    """Immutable column-major snapshot of the index used for scoring."""
+
+    def __init__(self, ids, order_key, vocab, weights, presence, matcher) -> None:
+        self.ids: tuple[str, ...] = ids
+        self.order_key: NDArray[np.int64] = order_key
+        self.vocab: dict[str, int] = vocab
+        self.weights: sp.csc_matrix = weights  # docs x terms, BM25 term contributions
+        self.presence: sp.csc_matrix = presence  # docs x terms, 1 where tf > 0
+        self.matcher = matcher
+        self._related: dict[str, NDArray[np.int64]] = {}
+
+    @classmethod
+    def build(cls, index: BM25Index) -> _Layout:
+        ids = tuple(index._docs)
+        n = len(ids)
+        order_key = np.empty(n, dtype=np.int64)
+        order_key[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(n)
+        vocab = {t: j for j, t in enumerate(index._df)}
+        rows, cols, tfs = [], [], []
+        for i, doc_id in enumerate(ids):
+            tf = index._docs[doc_id]
+            if tf:
+                rows.append(np.full(len(tf), i, dtype=np.int64))
+                cols.append(np.fromiter((vocab[t] for t in tf), dtype=np.int64, count=len(tf)))
+                tfs.append(np.fromiter(tf.values(), dtype=np.float64, count=len(tf)))
+        shape = (n, len(vocab))
+        if rows:
+            r, c, f = np.concatenate(rows), np.concatenate(cols), np.concatenate(tfs)
+        else:
+            r = c = np.zeros(0, dtype=np.int64)
+            f = np.zeros(0)
+        df = np.fromiter(index._df.values(), dtype=np.float64, count=len(vocab))
+        idf = np.maximum(0.0, np.log1p((n - df + 0.5) / (df + 0.5)))
+        lengths = np.fromiter((index._lengths[d] for d in ids), dtype=np.float64, count=n)
+        avgdl = index.avgdl
+        rel_len = lengths / avgdl if avgdl > 0 else np.ones(n)
+        k1, b = index.k1, index.b
+        w = idf[c] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * rel_len[r]))
+        weights = sp.csc_matrix((w, (r, c)), shape=shape)
+        presence = sp.csc_matrix((np.ones_like(f), (r, c)), shape=shape)
+        return cls(ids, order_key, vocab, weights, presence, VocabularyMatcher(list(vocab)))
+
+    def _gather(self, mat: sp.csc_matrix, cols: Sequence[int], col_weights: Sequence[float] | None = None):
+        n = mat.shape[0]
+        if len(cols) == 0:
+            return np.zeros(n)
+        ptr = mat.indptr
+        parts_i, parts_w = [], []
+        for k, j in enumerate(cols):
+            a, z = ptr[j], ptr[j + 1]
+            if a == z:
+                continue
+            parts_i.append(mat.indices[a:z])
+            d = mat.data[a:z]
+            parts_w.append(d if col_weights is None else d * col_weights[k])
+        if not parts_i:
+            return np.zeros(n)
+        return np.bincount(np.concatenate(parts_i), weights=np.concatenate(parts_w), minlength=n)
+
+    def bm25(self, terms: Sequence[str]) -> NDArray[np.float64]:
+        cols = [self.vocab[t] for t in dict.fromkeys(terms) if t in self.vocab]
+        return self._gather(self.weights, cols)
+
+    def related(self, term: str) -> NDArray[np.int64]:
+        hit = self._related.get(term)
+        if hit is None:
+            hit = np.asarray(self.matcher.related(term), dtype=np.int64)
+            self._related[term] = hit
+        return hit
+
+    def fuzzy(self, terms: Sequence[str], partial: float) -> NDArray[np.float64]:
+        n = len(self.ids)
+        if not terms or n == 0:
+            return np.zeros(n)
+        total = np.zeros(n)
+        for term, mult in Counter(terms).items():
+            j = self.vocab.get(term)
+            exact = self._gather(self.presence, [j]) > 0 if j is not None else np.zeros(n, dtype=bool)
+            rel = self.related(term)
+            if rel.size:
+                near = self._gather(self.presence, rel.tolist()) > 0
+                total += mult * np.where(exact, 1.0, np.where(near, partial, 0.0))
+            else:
+                total += mult * exact
+        return total / len(terms)

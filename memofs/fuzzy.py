@@ -1,0 +1,77 @@
+"""Fuzzy token overlap (spec "Signal 2"; upstream ``tokenOverlapScore``).
+
+    fuzzyOverlap(Q, D) = (sum over q in Q of  1      if q in D
+                                              p      elif some d in D has q in d or d in q
+                                              0      otherwise) / |Q|
+
+with the partial credit ``p = 0.25``. ``Q`` keeps duplicates (a repeated query term counts
+each time, and the denominator counts it too); ``D`` is a set. An empty ``Q`` or ``D``
+gives 0. The result lies in [0, 1].
+
+:func:`token_overlap` is the per-document definition. The index computes the same number
+for every document at once at the vocabulary level (see :class:`VocabularyMatcher`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+
+def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str], partial: float = 0.25) -> float:
+    """Per-document fuzzy overlap, written straight from the definition."""
+    if not query_terms or not doc_terms:
+        return 0.0
+    doc_set = set(doc_terms)
+    total = 0.0
+    for q in query_terms:
+        if q in doc_set:
+            total += 1.0
+        elif any(q in d or d in q for d in doc_set):
+            total += partial
+    return total / len(query_terms)
+
+
+class VocabularyMatcher:
+    """Finds, for a query term, every vocabulary term related to it by containment.
+
+    ``v`` contains ``q``: one C-level substring scan over the vocabulary joined by
+    newlines, each hit mapped back to its term with a binary search over line offsets.
+    ``q`` contains ``v``: every substring of ``q`` looked up in the vocabulary dict
+    (at most ``len(q)*(len(q)+1)/2`` probes).
+    """
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self._terms = list(terms)
+        self._index = {t: i for i, t in enumerate(self._terms)}
+        self._joined = "\n".join(self._terms)
+        starts, pos = [], 0
+        for t in self._terms:
+            starts.append(pos)
+            pos += len(t) + 1
+        self._starts = starts
+
+    def related(self, q: str) -> list[int]:
+        """Term ids ``i`` with ``terms[i] != q`` and (``q in terms[i]`` or ``terms[i] in q``)."""
+        if not q or "\n" in q:
+            return []
+        found: set[int] = set()
+        joined, find, starts = self._joined, self._joined.find, self._starts
+        pos = find(q)
+        while pos != -1:
+            i = bisect_right(starts, pos) - 1
+            found.add(i)
+            # jump to the next term: one hit per term is enough
+            nxt = starts[i + 1] if i + 1 < len(starts) else len(joined)
+            pos = find(q, nxt)
+        n = len(q)
+        index = self._index
+        for a in range(n):
+            for z in range(a + 1, n + 1):
+                j = index.get(q[a:z])
+                if j is not None:
+                    found.add(j)
+        own = index.get(q)
+        if own is not None:
+            found.discard(own)
+        return sorted(found)

@@ -1,0 +1,34 @@
+"""Memory records shared by the store, the pipeline and the datasets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+MEMORY_KINDS: tuple[str, ...] = ("decision", "constraint", "goal", "preference", "reference", "summary", "note")
+"""The seven upstream memory kinds (upstream-facts.md section 10)."""
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A code anchor: a file path (relative to the project root) and its SHA-256 at write time."""
+
+    path: str
+    sha256: str
+    lines: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory. ``created_at`` is timezone-aware; ``confidence`` None means "not given"."""
+
+    id: str
+    text: str
+    kind: str = "note"
+    created_at: datetime | None = None
+    confidence: float | None = None
+    namespace: str = "default"
+    tags: tuple[str, ...] = ()
+    anchors: tuple[Anchor, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    metadata: dict = field(default_factory=dict, compare=False, hash=False)
