@@ -32,3 +32,29 @@ class Memory:
     anchors: tuple[Anchor, ...] = ()
     supersedes: tuple[str, ...] = ()
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+GRAPH_STATUSES: tuple[str, ...] = ("active", "deprecated", "retired", "conflicted", "deleted")
+"""Node and edge statuses. ``retired`` and ``deprecated`` nodes are filtered from recall."""
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """An entity-graph node (concept, tool, decision, ...) with label and aliases."""
+
+    id: str
+    label: str
+    type: str = "concept"
+    aliases: tuple[str, ...] = ()
+    status: str = "active"
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    """A directed edge ``source -[type]-> target`` (uses, prefers, depends_on, supersedes, ...)."""
+
+    source: str
+    target: str
+    type: str
+    status: str = "active"
