@@ -6,7 +6,7 @@ VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py Makefile | sha256sum | cut -c1-16)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
@@ -17,7 +17,7 @@ export TOKENIZERS_PARALLELISM := false
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	# the CPU build of torch, pinned: an unpinned torch would pull a multi-GB CUDA build

@@ -44,11 +44,21 @@ class LexicalScores:
 
     def top(self, k: int) -> list[tuple[str, float]]:
         """The ``k`` best documents with ``raw > 0``: raw descending, ties by id ascending."""
-        hit = np.flatnonzero(self.raw > 0)
-        if hit.size == 0 or k <= 0:
+        raw, n = self.raw, self.raw.size
+        if k <= 0 or n == 0:
             return []
-        order = hit[np.lexsort((self.order_key[hit], -self.raw[hit]))][:k]
-        return [(self.ids[i], float(self.raw[i])) for i in order]
+        if n > k:
+            # keep everything tied with the k-th best score, so the id tie-break is exact
+            kth = raw[np.argpartition(-raw, k - 1)[:k]].min()  # (-raw, k-1) selects fast even with many zeros
+            hit = np.flatnonzero(raw >= max(kth, np.nextafter(0.0, 1.0)))
+        else:
+            hit = np.flatnonzero(raw > 0)
+        order = hit[np.lexsort((self.order_key[hit], -raw[hit]))][:k]
+        return [(self.ids[i], float(raw[i])) for i in order]
+
+    def dense(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """(bm25, fuzzy, raw) aligned with ``ids``."""
+        return self.bm25, self.fuzzy, self.raw
 
 
 class BM25Index:
@@ -152,13 +162,8 @@ class BM25Index:
 
         ``query`` is text (tokenized here) or an already tokenized term list.
         """
-        lay = self._refresh()
         terms = self.tokenizer(query) if isinstance(query, str) else list(query)
-        n = len(lay.ids)
-        bm25 = lay.bm25(terms)
-        fz = lay.fuzzy(terms, self.fuzzy_partial) if fuzzy else np.zeros(n)
-        raw = bm25 + self.fuzzy_boost * fz
-        return LexicalScores(lay.ids, bm25, fz, raw, lay.order_key)
+        return self._refresh().score(terms, fuzzy, self.fuzzy_partial, self.fuzzy_boost)
 
     def search(self, query: str | Sequence[str], top_k: int = 10, *, fuzzy: bool = True) -> list[tuple[str, float]]:
         """Top ``top_k`` (id, rawScore) with rawScore > 0, ties broken by id."""
@@ -166,14 +171,14 @@ class BM25Index:
 
 
 class _Layout:
-    """Immutable column-major snapshot of the index used for scoring."""
+    """Immutable term-major snapshot of the index used for scoring."""
 
-    def __init__(self, ids, order_key, vocab, weights, presence, matcher) -> None:
+    def __init__(self, ids, order_key, vocab, weights, matcher) -> None:
         self.ids: tuple[str, ...] = ids
         self.order_key: NDArray[np.int64] = order_key
         self.vocab: dict[str, int] = vocab
-        self.weights: sp.csc_matrix = weights  # docs x terms, BM25 term contributions
-        self.presence: sp.csc_matrix = presence  # docs x terms, 1 where tf > 0
+        # docs x terms, BM25 term contributions; its sparsity pattern is "tf > 0"
+        self.weights: sp.csc_matrix = weights
         self.matcher = matcher
         self._related: dict[str, NDArray[np.int64]] = {}
 
@@ -191,7 +196,6 @@ class _Layout:
                 rows.append(np.full(len(tf), i, dtype=np.int64))
                 cols.append(np.fromiter((vocab[t] for t in tf), dtype=np.int64, count=len(tf)))
                 tfs.append(np.fromiter(tf.values(), dtype=np.float64, count=len(tf)))
-        shape = (n, len(vocab))
         if rows:
             r, c, f = np.concatenate(rows), np.concatenate(cols), np.concatenate(tfs)
         else:
@@ -204,30 +208,18 @@ class _Layout:
         rel_len = lengths / avgdl if avgdl > 0 else np.ones(n)
         k1, b = index.k1, index.b
         w = idf[c] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * rel_len[r]))
-        weights = sp.csc_matrix((w, (r, c)), shape=shape)
-        presence = sp.csc_matrix((np.ones_like(f), (r, c)), shape=shape)
-        return cls(ids, order_key, vocab, weights, presence, VocabularyMatcher(list(vocab)))
+        weights = sp.csc_matrix((w, (r, c)), shape=(n, len(vocab)))
+        return cls(ids, order_key, vocab, weights, VocabularyMatcher(list(vocab)))
 
-    def _gather(self, mat: sp.csc_matrix, cols: Sequence[int], col_weights: Sequence[float] | None = None):
-        n = mat.shape[0]
-        if len(cols) == 0:
-            return np.zeros(n)
-        ptr = mat.indptr
-        parts_i, parts_w = [], []
-        for k, j in enumerate(cols):
-            a, z = ptr[j], ptr[j + 1]
-            if a == z:
-                continue
-            parts_i.append(mat.indices[a:z])
-            d = mat.data[a:z]
-            parts_w.append(d if col_weights is None else d * col_weights[k])
-        if not parts_i:
-            return np.zeros(n)
-        return np.bincount(np.concatenate(parts_i), weights=np.concatenate(parts_w), minlength=n)
-
-    def bm25(self, terms: Sequence[str]) -> NDArray[np.float64]:
-        cols = [self.vocab[t] for t in dict.fromkeys(terms) if t in self.vocab]
-        return self._gather(self.weights, cols)
+    def _postings(self, cols: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Positions in ``weights.indices``/``.data`` of every posting of ``cols`` (vectorised)."""
+        ptr = self.weights.indptr
+        starts, lengths = ptr[cols], ptr[cols + 1] - ptr[cols]
+        total = int(lengths.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.int64)
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        return offsets + np.arange(total)
 
     def related(self, term: str) -> NDArray[np.int64]:
         hit = self._related.get(term)
@@ -236,18 +228,29 @@ class _Layout:
             self._related[term] = hit
         return hit
 
-    def fuzzy(self, terms: Sequence[str], partial: float) -> NDArray[np.float64]:
+    def score(self, terms: Sequence[str], fuzzy: bool, partial: float, boost: float) -> LexicalScores:
+        """BM25 over unique terms; fuzzy overlap over all terms, duplicates included."""
         n = len(self.ids)
-        if not terms or n == 0:
-            return np.zeros(n)
-        total = np.zeros(n)
-        for term, mult in Counter(terms).items():
-            j = self.vocab.get(term)
-            exact = self._gather(self.presence, [j]) > 0 if j is not None else np.zeros(n, dtype=bool)
-            rel = self.related(term)
-            if rel.size:
-                near = self._gather(self.presence, rel.tolist()) > 0
-                total += mult * np.where(exact, 1.0, np.where(near, partial, 0.0))
-            else:
-                total += mult * exact
-        return total / len(terms)
+        w = self.weights
+        bm25 = np.zeros(n)
+        for t in dict.fromkeys(terms):
+            j = self.vocab.get(t)
+            if j is not None:
+                a, z = w.indptr[j], w.indptr[j + 1]
+                bm25[w.indices[a:z]] += w.data[a:z]  # a column has no repeated rows
+        fz = np.zeros(n)
+        if fuzzy and terms and n:
+            for term, mult in Counter(terms).items():
+                j = self.vocab.get(term)
+                rel = self.related(term)
+                if rel.size:
+                    near = np.zeros(n, dtype=bool)
+                    near[w.indices[self._postings(rel)]] = True
+                    fz += (mult * partial) * near
+                if j is not None:
+                    a, z = w.indptr[j], w.indptr[j + 1]
+                    # an exact match earns 1 in place of any partial credit
+                    fz[w.indices[a:z]] += mult * (1.0 - partial * near[w.indices[a:z]]) if rel.size else mult
+            fz /= len(terms)
+        raw = bm25 + boost * fz if fuzzy else bm25
+        return LexicalScores(self.ids, bm25, fz, raw, self.order_key)

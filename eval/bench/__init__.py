@@ -1,0 +1,1 @@
+"""Benchmark scripts (run as modules; smoke-tested at tiny sizes, never timed in unit tests)."""
