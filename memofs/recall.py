@@ -1,0 +1,324 @@
+"""The recall pipeline: rewrite -> entities -> signals -> fusion (spec, end to end).
+
+:class:`Recaller` owns one corpus (a project's memories, or one scoped corpus of a
+benchmark): a BM25 index, a vector index, the entity graph and an anchor checker.
+:meth:`Recaller.signals` extracts every signal for one query;
+:func:`memofs.fusion.fuse` combines them. ``now`` is always injected (argument or clock);
+scoring never reads the wall clock itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memofs.anchors import AnchorChecker
+from memofs.bm25 import BM25Index
+from memofs.config import RecallConfig
+from memofs.embedders.base import Embedder
+from memofs.embedders.select import SafeEmbedder
+from memofs.fusion import Fused, fuse, pools
+from memofs.graph import EntityGraph
+from memofs.records import Memory
+from memofs.rerank import DeterministicFallbackReranker, Reranker
+from memofs.rewrite import rewrite_query
+from memofs.signals import SignalFrame, kind_code
+from memofs.tokenize import tokenize_simple
+from memofs.vector_index import VectorIndex
+
+log = logging.getLogger(__name__)
+
+GRAPH_PREFIX = "graph:"
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    id: str
+    text: str
+    score: float
+    memory: Memory | None
+    explain: dict[str, Any] | None = None
+
+
+class Recaller:
+    """Hybrid recall over one corpus.
+
+    ``embedder``: an :class:`~memofs.embedders.base.Embedder`, or None for lexical-only.
+    It is wrapped so a failure never reaches the caller (spec zero-key tier 2).
+    ``reranker``: defaults to :class:`DeterministicFallbackReranker`.
+    ``clock``: returns "now" when :meth:`recall` gets none.
+    """
+
+    def __init__(
+        self,
+        config: RecallConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        graph: EntityGraph | None = None,
+        anchor_root: Path | str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.config = config or RecallConfig()
+        self.embedder = SafeEmbedder(embedder)
+        self.reranker: Reranker = reranker or DeterministicFallbackReranker(self.config.fuzzy_partial)
+        self.graph = graph or EntityGraph()
+        self.anchors = AnchorChecker(anchor_root)
+        self.clock = clock
+        self._memories: dict[str, Memory] = {}
+        self._vectors: VectorIndex | None = None
+        self._lexical: dict[tuple[float, float, float], BM25Index] = {}
+        self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.config.fuzzy_partial)
+        self._graph_docs: dict[str, str] = {}
+        self._frame_cache: tuple | None = None
+        self.refresh_graph()
+
+    # --- corpus ---------------------------------------------------------------------
+    @property
+    def memories(self) -> dict[str, Memory]:
+        return self._memories
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def _texts(self) -> Iterable[tuple[str, str]]:
+        yield from ((m.id, m.text) for m in self._memories.values())
+        yield from self._graph_docs.items()
+
+    def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
+        key = (cfg.k1, cfg.b, cfg.fuzzy_partial)
+        idx = self._lexical.get(key)
+        if idx is None:
+            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
+            idx.add_many(self._texts())
+            self._lexical[key] = idx
+        return idx
+
+    def add(self, memories: Iterable[Memory], vectors: NDArray[np.float32] | None = None) -> None:
+        """Add or replace memories. ``vectors`` (one row per memory) skips embedding;
+        otherwise the embedder encodes the texts, and a failure leaves them without
+        vectors (lexical-only for those memories) rather than raising."""
+        mems = list(memories)
+        for m in mems:
+            if not isinstance(m.text, str) or not m.id:
+                raise ValueError(f"memory {m.id!r}: needs a non-empty id and str text")
+            self._memories[m.id] = m
+        pairs = [(m.id, m.text) for m in mems]
+        for idx in self._lexical.values():
+            idx.add_many(pairs)
+        self._rerank_index.add_many(pairs)
+        if vectors is None and mems and self.embedder.available:
+            vectors = self.embedder.encode([m.text for m in mems])
+        if vectors is not None and len(mems):
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if self._vectors is None:
+                self._vectors = VectorIndex(vectors.shape[1])
+            self._vectors.upsert([m.id for m in mems], vectors)
+        self._frame_cache = None
+
+    def remove(self, ids: Iterable[str]) -> None:
+        ids = [i for i in ids if i in self._memories]
+        for i in ids:
+            del self._memories[i]
+        for idx in self._lexical.values():
+            idx.remove(ids)
+        self._rerank_index.remove(ids)
+        if self._vectors is not None:
+            self._vectors.remove(ids)
+        self._frame_cache = None
+
+    def refresh_graph(self) -> None:
+        """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
+        old = list(self._graph_docs)
+        self._graph_docs = dict(self.graph.bm25_documents())
+        for idx in self._lexical.values():
+            idx.remove(old)
+            idx.add_many(self._graph_docs.items())
+        self._rerank_index.remove(old)
+        self._rerank_index.add_many(self._graph_docs.items())
+        self._frame_cache = None
+
+    # --- signals --------------------------------------------------------------------
+    def _static(self, now: datetime) -> tuple:
+        """Per-document columns that do not depend on the query (cached per ``now``)."""
+        if self._frame_cache is not None and self._frame_cache[0] == now:
+            return self._frame_cache[1]
+        idx = self._lexical_index(self.config)
+        ids = idx.ids
+        n = len(ids)
+        age = np.full(n, np.nan)
+        conf = np.full(n, np.nan)
+        kind = np.empty(n, dtype=np.int64)
+        is_graph = np.zeros(n, dtype=bool)
+        for i, doc_id in enumerate(ids):
+            m = self._memories.get(doc_id)
+            if m is None:
+                is_graph[i] = True
+                kind[i] = kind_code("graph")
+                continue
+            kind[i] = kind_code(m.kind)
+            if m.created_at is not None:
+                age[i] = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
+            if m.confidence is not None:
+                conf[i] = m.confidence
+        order_key = idx.score([]).order_key
+        cols = (ids, order_key, age, conf, kind, is_graph)
+        self._frame_cache = (now, cols)
+        return cols
+
+    def _now(self, now: datetime | None) -> datetime:
+        if now is not None:
+            return now
+        if self.clock is None:
+            raise ValueError("recall needs 'now': pass now=... or give the Recaller a clock")
+        return self.clock()
+
+    def query_text(self, query: str, task_type: str | None = None, cfg: RecallConfig | None = None):
+        """The rewritten recall query and the resolved entities (spec "Task-aware biasing",
+        "Entity-boost"): entities resolved on the expanded terms feed their terms back."""
+        cfg = cfg or self.config
+        task = task_type or cfg.task_type
+        rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon)
+        resolved = self.graph.resolve_entities(rq.expanded_terms) if self.graph.active_nodes() else []
+        if resolved and cfg.use_entity_boost:
+            rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon, extra_terms=self.graph.expansion_terms(resolved))
+        return rq, resolved
+
+    def signals(self, query: str, *, task_type: str | None = None, now: datetime | None = None, config: RecallConfig | None = None) -> SignalFrame:
+        """Every signal of every document for ``query`` (see :class:`SignalFrame`)."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        cfg = config or self.config
+        now = self._now(now)
+        rq, resolved = self.query_text(query, task_type, cfg)
+        text = rq.text
+        ids, order_key, age, conf, kind, is_graph = self._static(now)
+        lex = self._lexical_index(cfg).score(text)
+        assert lex.ids == ids
+        n = len(ids)
+        cosine = np.full(n, np.nan)
+        vector_ok = False
+        notes: list[str] = []
+        if self._vectors is not None and len(self._vectors) and text.strip():
+            qv = self.embedder.encode([text])
+            if qv is None:
+                notes.append(f"embedder {self.embedder.name} failed: lexical only")
+            else:
+                vector_ok = True
+                vids, vs = self._vectors.scores(qv[0])
+                pos = {d: j for j, d in enumerate(vids)}
+                for i, d in enumerate(ids):
+                    j = pos.get(d)
+                    if j is not None:
+                        cosine[i] = vs[j]
+        elif not self.embedder.available:
+            notes.append("no embedder: lexical only")
+        rerank = np.full(n, np.nan)
+        rerank_ok = False
+        if isinstance(self.reranker, DeterministicFallbackReranker) and text.strip():
+            rerank = self._rerank_index.score(text).fuzzy.copy()
+            rerank_ok = True
+        stale = np.zeros(n, dtype=bool)
+        reasons: dict[str, str] = {}
+        if self.anchors.root is not None:
+            for i, d in enumerate(ids):
+                m = self._memories.get(d)
+                if m is not None and m.anchors:
+                    drift = self.anchors.drift(m.anchors)
+                    if drift is not None:
+                        stale[i] = True
+                        reasons[d] = str(drift)
+        return SignalFrame(
+            ids=ids, order_key=order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
+            age_days=age, confidence=conf, kind=kind, stale=stale, is_graph=is_graph,
+            query_text=text, vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons,
+            entities=tuple(resolved), notes=notes,
+        )
+
+    # --- recall ---------------------------------------------------------------------
+    def _pool_rerank(self, frame: SignalFrame, cfg: RecallConfig, k: int) -> None:
+        """Model rerankers score only the fused candidate pool; failures are skipped."""
+        if frame.rerank_ok or not cfg.use_reranker:
+            return
+        rows, *_ = pools(frame, cfg, k)
+        if rows.size == 0:
+            return
+        texts = [self._memories[frame.ids[r]].text if frame.ids[r] in self._memories else self._graph_docs.get(frame.ids[r], "") for r in rows.tolist()]
+        try:
+            scores = np.asarray(self.reranker.score(frame.query_text, texts), dtype=np.float64)
+            if scores.shape != (rows.size,):
+                raise ValueError(f"reranker returned shape {scores.shape}, expected ({rows.size},)")
+        except Exception as exc:  # a failing reranker never breaks recall
+            log.warning("reranker %s failed (%s); fold skipped", getattr(self.reranker, "name", "?"), exc)
+            frame.notes.append(f"reranker failed: {exc}")
+            return
+        frame.rerank[rows] = scores
+        frame.rerank_ok = True
+
+    def recall(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        task_type: str | None = None,
+        now: datetime | None = None,
+        explain: bool = False,
+        config: RecallConfig | None = None,
+    ) -> list[RecallResult]:
+        """The top ``k`` memories for ``query`` (default ``config.top_k``)."""
+        cfg = config or self.config
+        k = cfg.top_k if k is None else k
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        frame = self.signals(query, task_type=task_type, now=now, config=cfg)
+        self._pool_rerank(frame, cfg, k)
+        fused = fuse(frame, cfg, k)
+        out = []
+        for pos, row in enumerate(fused.rows.tolist()):
+            doc_id = frame.ids[row]
+            mem = self._memories.get(doc_id)
+            text = mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem, explain_row(frame, fused, pos) if explain else None))
+        return out
+
+
+def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
+    """Every signal, weight and penalty behind one result (``recall(explain=True)``)."""
+    p = {name: v[pos] for name, v in fused.parts.items()}
+    doc_id = frame.ids[int(fused.rows[pos])]
+    w = fused.weights
+
+    def num(x: Any) -> float | None:
+        x = float(x)
+        return None if np.isnan(x) else round(x, 6)
+
+    penalties = []
+    if p["stale"]:
+        penalties.append({"name": "stale_anchor", "factor": float(p["stale_factor"]), "reason": frame.stale_reasons.get(doc_id, "anchor drifted")})
+    if p["unverified"]:
+        penalties.append({"name": "unverified_kind", "factor": float(p["unverified_factor"]), "reason": "older than its kind's expiry floor"})
+    return {
+        "signals": {
+            "bm25": num(p["bm25"]), "fuzzy": num(p["fuzzy"]), "lexical": num(p["lexical"]),
+            "lexical_saturated": num(p["lexical_saturated"]), "cosine": num(p["cosine"]), "rerank": num(p["rerank"]),
+            "recency": num(p["recency"]), "confidence": num(p["confidence"]),
+        },
+        "weights": {
+            "w_vec": w.w_vec, "w_lex": w.w_lex, "dynamic": w.reason, "rerank_blend": w.rerank_blend,
+            "w_relevance": w.w_relevance, "w_recency": w.w_recency, "w_confidence": w.w_confidence,
+        },
+        "components": {
+            "base_before_rerank": num(p["base_before_rerank"]), "base": num(p["base"]),
+            "composite": num(p["composite"]), "penalty_factor": num(p["penalty"]), "final": float(fused.scores[pos]),
+        },
+        "penalties": penalties,
+        "pools": {"vector": bool(p["vector_pool"]), "lexical": bool(p["lexical_pool"])},
+        "query": frame.query_text,
+    }
