@@ -1,0 +1,144 @@
+"""Fusion against hand computation and its own switch semantics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memofs.config import RecallConfig
+from memofs.fusion import fuse, recency
+from memofs.signals import SignalFrame, kind_code
+
+NAN = float("nan")
+
+
+def frame(rows: list[dict], vector_ok=True, rerank_ok=True) -> SignalFrame:
+    n = len(rows)
+    col = lambda k, d: np.array([r.get(k, d) for r in rows], dtype=float)  # noqa: E731
+    ids = tuple(r["id"] for r in rows)
+    order = np.empty(n, dtype=np.int64)
+    order[np.argsort(np.array(ids, dtype=object))] = np.arange(n)
+    return SignalFrame(
+        ids=ids, order_key=order, bm25=col("bm25", 0.0), fuzzy=col("fuzzy", 0.0), cosine=col("cos", NAN),
+        rerank=col("rerank", NAN), age_days=col("age", NAN), confidence=col("conf", NAN),
+        kind=np.array([kind_code(r.get("kind", "note")) for r in rows]), stale=np.array([r.get("stale", False) for r in rows]),
+        is_graph=np.array([r.get("graph", False) for r in rows]), vector_ok=vector_ok, rerank_ok=rerank_ok,
+    )
+
+
+def test_recency_seed_numbers():
+    assert recency(np.array([30.0]), 30)[0] == pytest.approx(0.5)
+    assert recency(np.array([60.0]), 30)[0] == pytest.approx(0.25)
+    assert recency(np.array([1.0]), 30)[0] == pytest.approx(0.977, abs=5e-4)
+    assert recency(np.array([NAN]), 30)[0] == 0.5  # no timestamp: neutral (upstream)
+    assert recency(np.array([-5.0]), 30)[0] == 1.0  # future dates clamp to age 0
+    assert recency(np.array([10.0]), 0)[0] == 1.0
+
+
+def test_final_score_by_hand():
+    f = frame([
+        {"id": "a", "cos": 0.8, "bm25": 2.0, "fuzzy": 0.5, "rerank": 0.4, "age": 30, "conf": 0.9, "kind": "decision"},
+        {"id": "b", "cos": 0.1, "bm25": 0.0, "fuzzy": 0.0, "rerank": 0.0, "age": 1, "kind": "decision"},
+    ])
+    out = fuse(f, RecallConfig())
+    got = dict(zip(out.ids(f), out.scores))
+    lex = 2.0 + 0.15 * 0.5
+    base = 0.5 * (0.6 * 0.8 + 0.4 * lex / (lex + 2)) + 0.5 * 0.4
+    assert got["a"] == round(0.7 * base + 0.2 * 0.5 + 0.1 * 0.9, 4)
+    base_b = 0.5 * (0.6 * 0.1) + 0.5 * 0.0
+    assert got["b"] == round(0.7 * base_b + 0.2 * 0.5 ** (1 / 30) + 0.1 * 0.5, 4)  # default confidence 0.5
+    assert out.weights.w_vec == 0.6 and out.weights.w_lex == pytest.approx(0.4)
+
+
+def test_penalties_compound_to_point_three():
+    row = {"id": "old", "cos": 0.7, "bm25": 1.0, "rerank": 0.5, "age": 400.0, "conf": 1.0, "kind": "decision"}
+    clean = fuse(frame([row]), RecallConfig(use_drift=False, use_decay=False, round_decimals=12)).scores[0]
+    both = fuse(frame([{**row, "stale": True}]), RecallConfig(round_decimals=12)).scores[0]
+    assert both == pytest.approx(0.3 * clean, abs=1e-12)
+    # a 400-day note would be past its floor too; a 300-day decision is not
+    young = fuse(frame([{**row, "age": 300.0}]), RecallConfig(use_drift=False, round_decimals=12)).scores[0]
+    young_ref = fuse(frame([{**row, "age": 300.0}]), RecallConfig(use_drift=False, use_decay=False, round_decimals=12)).scores[0]
+    assert young == young_ref
+
+
+def test_dynamic_weights():
+    rows = [{"id": "a", "cos": 0.9, "bm25": 0.0}, {"id": "b", "cos": 0.2, "bm25": 3.0}]
+    assert fuse(frame(rows, vector_ok=False), RecallConfig()).weights.w_vec == 0.0  # embedder failed
+    no_lex = [{"id": "a", "cos": 0.9}, {"id": "b", "cos": 0.2}]
+    w = fuse(frame(no_lex), RecallConfig()).weights
+    assert (w.w_vec, w.w_lex) == (1.0, 0.0)  # pure semantic query: vectors take over
+    # vector path empty: no document has a vector -> lexical only
+    w = fuse(frame([{"id": "a", "bm25": 1.0}, {"id": "b"}]), RecallConfig()).weights
+    assert (w.w_vec, w.w_lex) == (0.0, 1.0)
+    # both paths empty -> no candidates at all
+    empty = fuse(frame([{"id": "a"}, {"id": "b"}], vector_ok=False), RecallConfig())
+    assert empty.rows.size == 0 and "no candidates" in empty.weights.reason
+
+
+def test_pools_bound_candidates_and_ties_by_id():
+    rows = [{"id": f"m{i:02d}", "cos": 0.5, "bm25": 0.0} for i in range(20)]
+    out = fuse(frame(rows), RecallConfig(top_k=2, vector_pool_multiplier=3))
+    assert out.rows.size == 2
+    assert out.ids(frame(rows)) == ["m00", "m01"]  # every score equal: id ascending
+
+
+def test_graph_documents_excluded_unless_asked():
+    rows = [{"id": "graph:concept:d1", "bm25": 5.0, "graph": True}, {"id": "m1", "bm25": 1.0}]
+    assert fuse(frame(rows, vector_ok=False), RecallConfig()).ids(frame(rows, vector_ok=False)) == ["m1"]
+    f = frame(rows, vector_ok=False)
+    assert fuse(f, RecallConfig(include_graph_docs=True)).ids(f)[0] == "graph:concept:d1"
+
+
+unit = st.floats(0, 1)
+row_st = st.fixed_dictionaries({
+    "cos": st.one_of(unit, st.just(NAN)), "bm25": st.floats(0, 8), "fuzzy": unit, "rerank": unit,
+    "age": st.one_of(st.floats(0, 900), st.just(NAN)), "conf": st.one_of(unit, st.just(NAN)),
+    "kind": st.sampled_from(["decision", "note", "preference", "constraint", "summary"]), "stale": st.booleans(),
+})
+TWINS = [
+    ({"use_recency": False}, {"w_recency": 0.0}),
+    ({"use_confidence": False}, {"w_confidence": 0.0}),
+    ({"use_reranker": False}, {"rerank_blend": 0.0}),
+    ({"use_drift": False}, {"stale_penalty": 1.0}),
+    ({"use_decay": False}, {"unverified_penalty": 1.0}),
+    ({"use_fuzzy": False}, {"fuzzy_boost": 0.0}),
+    ({"use_vector": False}, {"w_vec": 0.0}),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(row_st, min_size=1, max_size=25), k=st.integers(1, 12), vec=st.booleans())
+def test_switch_off_equals_zero_weight(rows, k, vec):
+    f = frame([{"id": f"d{i}", **r} for i, r in enumerate(rows)], vector_ok=vec)
+    for off, zero in TWINS:
+        a = fuse(f, RecallConfig(**off), k)
+        b = fuse(f, RecallConfig(**zero), k)
+        assert a.ids(f) == b.ids(f), off
+        np.testing.assert_array_equal(a.scores, b.scores)
+    # and fusion is a pure function of its inputs
+    np.testing.assert_array_equal(fuse(f, RecallConfig(), k).scores, fuse(f, RecallConfig(), k).scores)
+
+
+def test_switch_really_removes_influence():
+    base = {"id": "a", "cos": 0.5, "bm25": 1.0, "rerank": 0.5, "conf": 0.5, "age": 10.0, "kind": "reference"}
+    other = {"id": "b", "cos": 0.5, "bm25": 1.0, "rerank": 0.5, "conf": 0.5, "age": 500.0, "kind": "reference"}
+    f = frame([base, other])
+    on = dict(zip(fuse(f, RecallConfig()).ids(f), fuse(f, RecallConfig()).scores))
+    off = dict(zip(fuse(f, RecallConfig(use_recency=False)).ids(f), fuse(f, RecallConfig(use_recency=False)).scores))
+    assert on["a"] > on["b"] and off["a"] == off["b"]
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="w_vec"):
+        RecallConfig(w_vec=1.5)
+    with pytest.raises(ValueError, match="must be in \\(0, 1\\]"):
+        RecallConfig(w_recency=0.5)
+    with pytest.raises(ValueError, match="task_type"):
+        RecallConfig(task_type="deploy")
+    with pytest.raises(ValueError, match=">= 0"):
+        RecallConfig(k1=-1)
+    with pytest.raises(ValueError, match="unknown RecallConfig field"):
+        RecallConfig().replace(w_vector=0.5)
+    assert RecallConfig.from_dict(RecallConfig().to_dict()) == RecallConfig()
