@@ -393,3 +393,26 @@ def test_tiny_has_expired_and_fresh_memories() -> None:
     for q in scoped:
         assert all(m.namespace == q.scope for m in ds.corpus_for(q))
         assert set(ds.qrels[q.id]) <= {m.id for m in ds.corpus_for(q)}
+
+
+def test_agent_memory_meets_its_datasheet():
+    """The authored dataset loads and keeps the promised shape."""
+    from collections import Counter
+
+    from memofs_datasets.format import bundled_datasets, load_dataset
+
+    ds = load_dataset(bundled_datasets()["agent-memory"])
+    real = [m for m in ds.memories if "distractor" not in m.tags]
+    assert len(real) >= 500 and len({m.namespace for m in ds.memories}) >= 3
+    assert len(ds.queries) >= 250
+    cats = Counter(q.category for q in ds.queries)
+    assert set(cats) == {
+        "identifier", "exact_phrase", "error_code_version", "paraphrase", "abbreviation",
+        "temporal_superseded", "temporal_recency", "stale_anchor", "expired_kind", "task_typed",
+    }
+    assert min(cats.values()) >= 20
+    assert {q.split for q in ds.queries} == {"tune", "heldout"}
+    assert sum(1 for m in ds.memories if m.supersedes) >= 30
+    assert any(n.status in ("retired", "deprecated") for n in ds.graph_nodes)
+    kinds = {c.change for c in ds.changes}
+    assert kinds == {"modified", "deleted"}
