@@ -1,0 +1,155 @@
+"""Vector benchmark: encode throughput, top-10 search latency, embeddings.jsonl rehydration.
+
+    python -m memofs_eval.bench.vector [--quick] [--sizes 1000 10000 100000]
+
+* encode: texts/s for MiniLM, the static distilled MiniLM and LSA on LoCoMo turns (or the
+  spec's sentences when LoCoMo is absent), single process, this machine's cores;
+* search: median top-10 latency of ``VectorIndex.search`` next to a bare numpy
+  ``M @ q`` + ``argpartition`` + sort of the 10 measured in the same run (target <= 1.2x);
+* rehydrate: ``EmbeddingsFile.load`` + ``VectorIndex.upsert`` of an N-line, 384-d file.
+
+Prints a markdown table and writes it to ``reports/bench-vector.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
+from memofs.vector_index import VectorIndex
+from memofs_eval.bench.corpus import base_texts
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "memofs" / "static"
+
+
+def _median_s(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_encode(n_texts: int) -> list[str]:
+    from memofs.embedders import LocalEmbedder, LSAEmbedder, StaticEmbedder
+
+    texts, source = base_texts()
+    sample = texts[:n_texts]
+    rows = [f"### Encode throughput ({len(sample)} {source}, {os.cpu_count()} cores)", "",
+            "| embedder | dim | load/fit s | texts/s |", "|---|---:|---:|---:|"]
+    lsa = LSAEmbedder(dim=256)
+    candidates: list[tuple[str, object, Callable[[], object]]] = [
+        ("MiniLM (sentence-transformers)", LocalEmbedder(), lambda: None),
+        ("static distilled MiniLM", StaticEmbedder(cache_dir=CACHE), lambda: None),
+        ("LSA-256 (fit on all turns)", lsa, lambda: lsa.fit(texts)),
+    ]
+    for label, emb, prepare in candidates:
+        t = time.perf_counter()
+        prepare()
+        if hasattr(emb, "load"):
+            emb.load()
+        load_s = time.perf_counter() - t
+        emb.encode(sample[:8])  # warm-up (first-batch allocations, thread pools)
+        t = time.perf_counter()
+        out = emb.encode(sample)
+        rate = len(sample) / (time.perf_counter() - t)
+        rows.append(f"| {label} | {out.shape[1]} | {load_s:.2f} | {rate:,.0f} |")
+    return rows
+
+
+def bench_search(sizes: list[int], dim: int, n_queries: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    rows = [f"### Top-10 search latency ({dim}-d, median of {n_queries} queries)", "",
+            "| vectors | VectorIndex ms | bare numpy ms | ratio |", "|---:|---:|---:|---:|"]
+    for n in sizes:
+        mat = rng.standard_normal((n, dim)).astype(np.float32)
+        mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+        ids = [f"chunk-{i:07d}" for i in range(n)]
+        index = VectorIndex(dim)
+        index.upsert(ids, mat)
+        queries = rng.standard_normal((n_queries, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        bare_m = np.ascontiguousarray(mat)
+
+        def bare(q: np.ndarray) -> list[tuple[str, float]]:
+            s = bare_m @ q
+            top = np.argpartition(-s, 10)[:10]
+            top = top[np.argsort(-s[top])]
+            return [(ids[i], float(s[i])) for i in top]
+
+        # interleave the two so drift in machine load hits both alike
+        ours_t, bare_t = [], []
+        for q in queries:
+            index.search(q, 10)
+            bare(q)
+        for q in queries:
+            t = time.perf_counter()
+            index.search(q, 10)
+            ours_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            bare(q)
+            bare_t.append(time.perf_counter() - t)
+        o, b = statistics.median(ours_t) * 1e3, statistics.median(bare_t) * 1e3
+        rows.append(f"| {n:,} | {o:.3f} | {b:.3f} | {o / b:.2f}x |")
+    return rows
+
+
+def bench_rehydrate(n_lines: int, dim: int) -> list[str]:
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        f = EmbeddingsFile(Path(tmp) / "embeddings.jsonl")
+        vecs = rng.standard_normal((n_lines, dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        f._write_lines(  # one bulk write; upsert per record would rewrite the file n times
+            EmbeddingRecord(id=f"chunk-{i}", vector=vecs[i], embedder="bench", text_sha256=f"{i:064x}",
+                            metadata={"sourcePath": ".memofs/memory/notes.md"}).to_json()
+            for i in range(n_lines)
+        )
+        size_mb = f.path.stat().st_size / 1e6
+        t = time.perf_counter()
+        records, _ = f.load("bench", dim)
+        index = VectorIndex(dim)
+        index.upsert([r.id for r in records], np.vstack([r.vector for r in records]))
+        elapsed = time.perf_counter() - t
+    return [f"### Rehydration of embeddings.jsonl ({dim}-d)", "",
+            "| lines | file MB | seconds | lines/s |", "|---:|---:|---:|---:|",
+            f"| {n_lines:,} | {size_mb:,.0f} | {elapsed:.2f} | {n_lines / elapsed:,.0f} |"]
+
+
+def main(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run, not a measurement")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--encode-texts", type=int, default=1000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--rehydrate-lines", type=int, default=100_000)
+    ap.add_argument("--skip-encode", action="store_true")
+    ap.add_argument("--out", type=Path, default=REPORTS / "bench-vector.md")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes, args.encode_texts, args.queries, args.rehydrate_lines = [200, 1000], 16, 10, 500
+    parts = ["# Vector benchmark" + (" (--quick smoke sizes, not a measurement)" if args.quick else ""), ""]
+    if not args.skip_encode:
+        parts += bench_encode(args.encode_texts) + [""]
+    parts += bench_search(args.sizes, 384, args.queries) + [""]
+    parts += bench_rehydrate(args.rehydrate_lines, 384) + [""]
+    table = "\n".join(parts)
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table, encoding="utf-8")
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""In-memory cosine index over unit float32 rows (spec "Signal 3").
+
+    cos(q, d) = (q / |q|) . (d / |d|)     (0 when a norm is 0, as upstream)
+
+All rows live in one contiguous ``(capacity, dim)`` float32 matrix, so a query is one
+matrix-vector product; top-k uses ``argpartition`` and then sorts only the candidates,
+ties broken by id ascending. Capacity doubles when full (amortised O(1) append); removed
+rows are marked dead and compacted away before the next query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+DEFAULT_NAMESPACE = "default"
+
+
+class DimensionError(ValueError):
+    """Vectors whose width differs from the index's (upstream RecallDimensionError)."""
+
+
+def _unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] != dim:
+        raise DimensionError(f"Embedding dimension mismatch for store: expected (n, {dim}), got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("vectors contain NaN or infinite values")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return x / norms
+
+
+class VectorIndex:
+    """Ids map to rows; each row has a namespace (default ``"default"``). Ids are unique
+    across namespaces; upserting an existing id replaces its vector and namespace."""
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.dim = dim
+        self._mat = np.zeros((max(1, capacity), dim), dtype=np.float32)
+        self._ids: list[str | None] = []  # row -> id (None when dead)
+        self._ns = np.zeros(max(1, capacity), dtype=np.int32)  # row -> namespace code
+        self._ns_codes: dict[str, int] = {}
+        self._row: dict[str, int] = {}
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._row
+
+    @property
+    def ids(self) -> list[str]:
+        return [i for i in self._ids if i is not None]
+
+    def vector(self, id: str) -> NDArray[np.float32]:
+        """A copy of the stored (unit) row for ``id``."""
+        return self._mat[self._row[id]].copy()
+
+    def namespace_of(self, id: str) -> str:
+        code = int(self._ns[self._row[id]])
+        return next(ns for ns, c in self._ns_codes.items() if c == code)
+
+    def _code(self, namespace: str) -> int:
+        return self._ns_codes.setdefault(namespace, len(self._ns_codes))
+
+    def _grow(self, need: int) -> None:
+        cap = self._mat.shape[0]
+        if need <= cap:
+            return
+        while cap < need:
+            cap *= 2
+        mat = np.zeros((cap, self.dim), dtype=np.float32)
+        mat[: len(self._ids)] = self._mat[: len(self._ids)]
+        ns = np.zeros(cap, dtype=np.int32)
+        ns[: len(self._ids)] = self._ns[: len(self._ids)]
+        self._mat, self._ns = mat, ns
+
+    def upsert(self, ids: Sequence[str], vectors: NDArray, namespaces: Sequence[str] | str | None = None) -> None:
+        """Insert or replace rows; vectors are normalised to unit length on the way in."""
+        ids = list(ids)
+        rows = _unit_rows(vectors, self.dim)
+        if rows.shape[0] != len(ids):
+            raise ValueError(f"{len(ids)} ids but {rows.shape[0]} vectors")
+        if namespaces is None or isinstance(namespaces, str):
+            nss = [namespaces or DEFAULT_NAMESPACE] * len(ids)
+        else:
+            nss = list(namespaces)
+            if len(nss) != len(ids):
+                raise ValueError(f"{len(ids)} ids but {len(nss)} namespaces")
+        new = sum(1 for i in dict.fromkeys(ids) if i not in self._row)
+        self._grow(len(self._ids) + new)
+        for id_, row, ns in zip(ids, rows, nss, strict=True):
+            if not isinstance(id_, str) or not id_:
+                raise ValueError(f"ids must be non-empty strings, got {id_!r}")
+            r = self._row.get(id_)
+            if r is None:
+                r = len(self._ids)
+                self._ids.append(id_)
+                self._row[id_] = r
+            self._mat[r] = row
+            self._ns[r] = self._code(ns)
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Drop ids (unknown ids are ignored); returns how many were removed."""
+        n = 0
+        for id_ in ids:
+            r = self._row.pop(id_, None)
+            if r is not None:
+                self._ids[r] = None
+                self._dead += 1
+                n += 1
+        return n
+
+    def _compact(self) -> None:
+        alive = np.fromiter((i is not None for i in self._ids), dtype=bool, count=len(self._ids))
+        keep = np.flatnonzero(alive)
+        n = len(keep)
+        self._mat[:n] = self._mat[keep]
+        self._ns[:n] = self._ns[keep]
+        self._ids = [self._ids[r] for r in keep]
+        self._row = {id_: r for r, id_ in enumerate(self._ids)}
+        self._dead = 0
+
+    def _query(self, query_vec: NDArray) -> NDArray[np.float32]:
+        q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise DimensionError("Cannot compare embeddings with different dimensions.")
+        norm = float(np.linalg.norm(q))
+        return q / norm if norm > 0 else q
+
+    def _all_scores(self, query_vec: NDArray, namespace: str | None) -> tuple[NDArray[np.float32], NDArray[np.intp] | None]:
+        """Cosines of every live row, and the rows in ``namespace`` (None = all rows)."""
+        if self._dead:
+            self._compact()
+        q = self._query(query_vec)
+        scores = self._mat[: len(self._ids)] @ q
+        if namespace is None:
+            return scores, None
+        code = self._ns_codes.get(namespace)
+        if code is None:
+            return scores, np.zeros(0, dtype=np.intp)
+        if len(self._ns_codes) == 1:
+            return scores, None
+        return scores, np.flatnonzero(self._ns[: len(self._ids)] == code)
+
+    def search(self, query_vec: NDArray, k: int, namespace: str | None = None) -> list[tuple[str, float]]:
+        """Top ``k`` (id, cosine): score descending, ties by id ascending."""
+        if k <= 0 or not self._row:
+            return []
+        scores, rows = self._all_scores(query_vec, namespace)
+        pool = scores if rows is None else scores[rows]
+        if pool.size == 0:
+            return []
+        if k < pool.size:
+            # every row scoring at least the k-th best is a candidate, so ties at the
+            # boundary are all kept and the id tie-break below is exact
+            kth = np.partition(pool, pool.size - k)[pool.size - k]
+            cand = np.flatnonzero(pool >= kth)
+        else:
+            cand = np.arange(pool.size)
+        ids = self._ids
+        rowmap = cand if rows is None else rows[cand]
+        order = sorted(zip(pool[cand].tolist(), rowmap.tolist()), key=lambda sr: (-sr[0], ids[sr[1]]))
+        return [(ids[r], s) for s, r in order[:k]]
+
+    def scores(self, query_vec: NDArray, namespace: str | None = None) -> tuple[list[str], NDArray[np.float32]]:
+        """All cosines (ids in index order), for signal extraction."""
+        if not self._row:
+            self._query(query_vec)
+            return [], np.zeros(0, dtype=np.float32)
+        scores, rows = self._all_scores(query_vec, namespace)
+        if rows is None:
+            return list(self._ids), scores.copy()  # type: ignore[arg-type]
+        return [self._ids[r] for r in rows.tolist()], scores[rows]  # type: ignore[misc]

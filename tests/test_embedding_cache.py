@@ -1,0 +1,94 @@
+"""EmbeddingCache: never encodes a text twice, survives restarts, shared by processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memofs.embedders import EmbedderError, LSAEmbedder
+from memofs.embedding_cache import EmbeddingCache
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = ["red apple pie", "green apple tart", "blue sky today", "grey sky rain", "apple orchard in spring"]
+
+
+class Counting:
+    def __init__(self, name_suffix: str = "") -> None:
+        self.inner = LSAEmbedder(dim=3).fit(CORPUS)
+        self.name, self.dim = self.inner.name + name_suffix, self.inner.dim
+        self.seen: list[str] = []
+
+    def encode(self, texts):
+        self.seen.extend(texts)
+        return self.inner.encode(texts)
+
+
+def test_hits_misses_and_values(tmp_path):
+    emb = Counting()
+    cache = EmbeddingCache(tmp_path)
+    texts = CORPUS[:3] + [CORPUS[0]]
+    out = cache.encode(emb, texts)
+    np.testing.assert_array_equal(out, emb.inner.encode(texts))
+    assert emb.seen == CORPUS[:3] and (cache.misses, cache.hits) == (3, 1)
+    out2 = cache.encode(emb, CORPUS[1:])
+    np.testing.assert_array_equal(out2, emb.inner.encode(CORPUS[1:]))
+    assert emb.seen == CORPUS[:3] + CORPUS[3:] and (cache.misses, cache.hits) == (5, 3)
+    assert cache.encode(emb, []).shape == (0, emb.dim)
+
+
+def test_survives_restart_and_keys_by_embedder(tmp_path):
+    a = Counting()
+    EmbeddingCache(tmp_path).encode(a, CORPUS)
+    again = Counting()
+    cache = EmbeddingCache(tmp_path)
+    cache.encode(again, CORPUS)
+    assert again.seen == [] and cache.hits == len(CORPUS)
+    other = Counting(name_suffix="-other")
+    EmbeddingCache(tmp_path).encode(other, CORPUS[:2])
+    assert other.seen == CORPUS[:2]  # a different embedder name never reuses vectors
+
+
+def test_dimension_clash_is_an_error(tmp_path):
+    emb = Counting()
+    EmbeddingCache(tmp_path).encode(emb, CORPUS[:1])
+
+    class Liar:
+        name, dim = emb.name, emb.dim + 1
+
+        def encode(self, texts):
+            return np.zeros((len(texts), self.dim), dtype=np.float32)
+
+    with pytest.raises(EmbedderError, match="meta.json"):
+        EmbeddingCache(tmp_path).encode(Liar(), ["x"])
+
+
+CHILD = """
+import sys
+from memofs.embedders import LSAEmbedder
+from memofs.embedding_cache import EmbeddingCache
+corpus = {corpus!r}
+emb = LSAEmbedder(dim=3).fit(corpus)
+cache = EmbeddingCache(sys.argv[1])
+for i in range(30):
+    cache.encode(emb, [f"{{sys.argv[2]}} text {{i}}", "shared text"])
+print(cache.misses, cache.hits)
+"""
+
+
+def test_two_processes_share_one_cache(tmp_path):
+    code = CHILD.format(corpus=CORPUS)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], stdout=subprocess.PIPE, text=True, env=env)
+             for tag in ("p", "q")]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    emb = Counting()
+    cache = EmbeddingCache(tmp_path)
+    texts = [f"{t} text {i}" for t in "pq" for i in range(30)] + ["shared text"]
+    np.testing.assert_array_equal(cache.encode(emb, texts), emb.inner.encode(texts))
+    assert emb.seen == [] and cache.hits == len(texts)

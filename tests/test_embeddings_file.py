@@ -1,0 +1,190 @@
+"""embeddings.jsonl persistence: exact round trips, crash and concurrency robustness."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memofs.embedders import LSAEmbedder
+from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, EmbeddingsFileError, text_sha256
+from memofs.vector_index import VectorIndex
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def records(n: int, dim: int = 8, embedder: str = "emb-a", seed: int = 0, prefix: str = "c") -> list[EmbeddingRecord]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        v = rng.standard_normal(dim).astype(np.float32)
+        out.append(EmbeddingRecord(
+            id=f"{prefix}{i}", vector=v / np.linalg.norm(v), embedder=embedder,
+            text_sha256=text_sha256(f"text {i}"), namespace="ns" if i % 2 else "default",
+            metadata={"sourcePath": ".memofs/memory/notes.md", "i": i, "tags": ["x", "ü"]},
+        ))
+    return out
+
+
+def test_round_trip_is_bit_exact(tmp_path):
+    f = EmbeddingsFile(tmp_path / "indexes" / "embeddings.jsonl")
+    recs = records(20)
+    f.upsert(recs)
+    loaded, skipped = f.load("emb-a", 8)
+    assert skipped == []
+    assert [r.id for r in loaded] == [r.id for r in recs]
+    for a, b in zip(loaded, recs):
+        assert a.vector.dtype == np.float32 and a.vector.tobytes() == b.vector.tobytes()
+        assert (a.namespace, a.metadata, a.text_sha256, a.embedder) == (b.namespace, b.metadata, b.text_sha256, b.embedder)
+    line = json.loads(f.path.read_text().splitlines()[0])
+    assert set(line) == {"id", "namespace", "embedder", "dim", "text_sha256", "vector", "metadata"}
+
+
+def test_upsert_replaces_by_id_and_remove(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(5))
+    changed = records(1, seed=9)[0]
+    f.upsert([changed])
+    assert f.remove(["c3", "nope"]) == 1
+    loaded, _ = f.load("emb-a", 8)
+    assert sorted(r.id for r in loaded) == ["c0", "c1", "c2", "c4"]
+    assert next(r for r in loaded if r.id == "c0").vector.tobytes() == changed.vector.tobytes()
+    assert len(f.path.read_text().splitlines()) == 4
+
+
+def test_truncated_last_line_is_skipped_with_one_warning(tmp_path, caplog):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(6))
+    data = f.path.read_bytes()
+    f.path.write_bytes(data[: len(data) - 40])  # cut into the middle of the last line
+    caplog.set_level(logging.WARNING)
+    loaded, skipped = f.load("emb-a", 8)
+    assert [r.id for r in loaded] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [(s.line, s.reason) for s in skipped] == [(6, "truncated")]
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 1
+
+
+def test_corrupt_middle_line_names_file_line_and_field(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(3))
+    lines = f.path.read_text().splitlines()
+    obj = json.loads(lines[1])
+    del obj["text_sha256"]
+    lines[1] = json.dumps(obj)
+    f.path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(EmbeddingsFileError, match=r"e\.jsonl:2: field 'text_sha256'"):
+        f.load("emb-a", 8)
+
+
+def test_other_embedders_and_dims_are_never_mixed(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(3, prefix="a"))
+    f.upsert(records(2, embedder="emb-b", prefix="b"))
+    f.upsert(records(2, dim=4, prefix="d"))
+    loaded, skipped = f.load("emb-a", 8)
+    assert sorted(r.id for r in loaded) == ["a0", "a1", "a2"]
+    assert sorted((s.id, s.reason) for s in skipped) == [
+        ("b0", "other-embedder"), ("b1", "other-embedder"), ("d0", "other-dim"), ("d1", "other-dim")]
+
+
+class CountingEmbedder:
+    """LSA with a call log, so tests see exactly what was embedded."""
+
+    def __init__(self, corpus, name_suffix=""):
+        self.inner = LSAEmbedder(dim=4).fit(corpus)
+        self.name, self.dim = self.inner.name + name_suffix, self.inner.dim
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.encode(texts)
+
+
+CORPUS = ["red apple pie", "green apple tart", "blue sky today", "grey sky rain", "apple orchard in spring"]
+
+
+def test_sync_rehydrates_without_embedding_and_embeds_only_changes(tmp_path):
+    path = tmp_path / "e.jsonl"
+    texts = {f"t{i}": t for i, t in enumerate(CORPUS[:4])}
+    emb = CountingEmbedder(CORPUS)
+    first = EmbeddingsFile(path).sync(VectorIndex(emb.dim), texts, emb)
+    assert first.embedded == 4 and len(emb.calls) == 1
+
+    # "restart": fresh index and embedder object, same file
+    emb2 = CountingEmbedder(CORPUS)
+    index = VectorIndex(emb2.dim)
+    report = EmbeddingsFile(path).sync(index, texts, emb2)
+    assert emb2.calls == [] and report.loaded == 4 and len(index) == 4
+    q = emb.inner.encode(["apple"])[0]
+    assert index.search(q, 1)[0][0] in {"t0", "t1"}
+
+    texts2 = dict(texts, t1="green pear tart", t4=CORPUS[4])
+    del texts2["t3"]
+    report = EmbeddingsFile(path).sync(index, texts2, emb2)
+    assert sorted(emb2.calls[0]) == sorted(["green pear tart", CORPUS[4]])
+    assert report.removed == 1 and sorted(index.ids) == ["t0", "t1", "t2", "t4"]
+    loaded, _ = EmbeddingsFile(path).load(emb2.name, emb2.dim)
+    assert sorted(r.id for r in loaded) == ["t0", "t1", "t2", "t4"]
+
+
+def test_sync_reembeds_lines_of_another_embedder(tmp_path):
+    path = tmp_path / "e.jsonl"
+    texts = {"t0": CORPUS[0], "t1": CORPUS[1]}
+    EmbeddingsFile(path).sync(VectorIndex(4), texts, CountingEmbedder(CORPUS))
+    other = CountingEmbedder(CORPUS, name_suffix="-v2")
+    EmbeddingsFile(path).sync(VectorIndex(other.dim), texts, other)
+    assert sorted(other.calls[0]) == sorted(texts.values())
+    assert {json.loads(l)["embedder"] for l in path.read_text().splitlines()} == {other.name}
+
+
+WRITER = """
+import sys, numpy as np
+from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
+path, prefix, n, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+f = EmbeddingsFile(path)
+rng = np.random.default_rng(abs(hash(prefix)) % 2**32)
+print("ready", flush=True)
+for i in range(n):
+    f.upsert([EmbeddingRecord(id=f"{prefix}{i}", vector=rng.standard_normal(dim).astype(np.float32),
+                              embedder="emb", text_sha256="0" * 64)])
+"""
+
+
+def _writer(path, prefix, n, dim):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), prefix, str(n), str(dim)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "e.jsonl"
+    procs = [_writer(path, p, 50, 8) for p in ("p", "q")]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    loaded, skipped = EmbeddingsFile(path).load("emb", 8)
+    assert skipped == []
+    assert sorted(r.id for r in loaded) == sorted([f"p{i}" for i in range(50)] + [f"q{i}" for i in range(50)])
+
+
+def test_writer_killed_mid_write_leaves_a_readable_file(tmp_path):
+    path = tmp_path / "e.jsonl"
+    EmbeddingsFile(path).upsert(records(200, dim=384, embedder="emb"))
+    proc = _writer(path, "k", 10_000, 384)  # each upsert rewrites ~200+ lines of 384 floats
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    loaded, skipped = EmbeddingsFile(path).load("emb", 384)
+    assert skipped == [] and len(loaded) >= 200
+    assert {f"c{i}" for i in range(200)} <= {r.id for r in loaded}
+    # the next writer takes the lock and clears the dead writer's temp file
+    EmbeddingsFile(path).upsert(records(1, dim=384, embedder="emb", prefix="after"))
+    assert not list(tmp_path.glob(".embeddings-tmp-*"))

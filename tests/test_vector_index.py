@@ -1,0 +1,114 @@
+"""VectorIndex against a brute-force pure-Python cosine reference."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memofs.vector_index import DimensionError, VectorIndex
+
+
+def brute_force(items: dict[str, list[float]], q: list[float], k: int, ns_of=None, namespace=None):
+    """cos = dot / (|a||b|), 0 if a norm is 0; sort by (-score, id)."""
+
+    def cos(a, b):
+        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
+        return 0.0 if na == 0 or nb == 0 else sum(x * y for x, y in zip(a, b)) / (na * nb)
+
+    scored = [(cos(v, q), i) for i, v in items.items() if namespace is None or ns_of[i] == namespace]
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [(i, s) for s, i in scored[:k]]
+
+
+def assert_same_ranking(got, want):
+    assert [i for i, _ in got] == [i for i, _ in want]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+
+
+def test_ranking_equals_brute_force_with_namespaces_and_removals():
+    rng = random.Random(7)
+    dim = 12
+    items = {f"doc{i:03d}": [rng.gauss(0, 1) for _ in range(dim)] for i in range(300)}
+    ns_of = {i: rng.choice(["a", "b", "default"]) for i in items}
+    index = VectorIndex(dim, capacity=4)  # forces several growths
+    ids = list(items)
+    index.upsert(ids, np.array([items[i] for i in ids]), [ns_of[i] for i in ids])
+    gone = rng.sample(ids, 60)
+    index.remove(gone)
+    for i in gone:
+        del items[i]
+    # replace some vectors in place
+    for i in rng.sample(list(items), 20):
+        items[i] = [rng.gauss(0, 1) for _ in range(dim)]
+        index.upsert([i], np.array([items[i]]), ns_of[i])
+    assert len(index) == len(items)
+    for _ in range(20):
+        q = [rng.gauss(0, 1) for _ in range(dim)]
+        for k in (1, 5, 17, 500):
+            assert_same_ranking(index.search(np.array(q), k), brute_force(items, q, k))
+            assert_same_ranking(index.search(np.array(q), k, "b"), brute_force(items, q, k, ns_of, "b"))
+
+
+def test_ties_broken_by_id_ascending_at_the_cut():
+    index = VectorIndex(2)
+    ids = ["e", "c", "a", "d", "b"]
+    index.upsert(ids, np.array([[1.0, 0.0]] * 5))
+    index.upsert(["z"], np.array([[0.0, 1.0]]))
+    assert [i for i, _ in index.search(np.array([1.0, 0.0]), 3)] == ["a", "b", "c"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    vecs=st.lists(st.lists(st.integers(-3, 3), min_size=3, max_size=3), min_size=1, max_size=25),
+    q=st.lists(st.integers(-3, 3), min_size=3, max_size=3),
+    k=st.integers(1, 30),
+)
+def test_property_small_integer_vectors(vecs, q, k):
+    """Integer vectors produce many exact ties and zero vectors."""
+    items = {f"id{i:02d}": [float(x) for x in v] for i, v in enumerate(vecs)}
+    index = VectorIndex(3)
+    index.upsert(list(items), np.array(list(items.values())))
+    got = index.search(np.array(q, dtype=float), k)
+    want = brute_force(items, [float(x) for x in q], k)
+    # exact ties computed in float32 vs float64 may differ in the last bit; compare scores
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+    for (i1, s1), (i2, s2) in zip(got, got[1:]):
+        assert s1 > s2 or (s1 == s2 and i1 < i2)
+
+
+def test_scores_returns_every_cosine():
+    index = VectorIndex(2)
+    index.upsert(["x", "y", "z"], np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]), ["n1", "n2", "n1"])
+    ids, s = index.scores(np.array([1.0, 0.0]))
+    assert ids == ["x", "y", "z"]
+    np.testing.assert_allclose(s, [1.0, 0.0, 1 / math.sqrt(2)], atol=1e-6)
+    ids, s = index.scores(np.array([1.0, 0.0]), namespace="n1")
+    assert ids == ["x", "z"]
+    assert index.search(np.array([1.0, 0.0]), 5, namespace="nope") == []
+
+
+def test_dimension_errors_and_storage_layout():
+    index = VectorIndex(4)
+    with pytest.raises(DimensionError):
+        index.upsert(["a"], np.ones((1, 3)))
+    index.upsert(["a"], np.ones((1, 4)))
+    with pytest.raises(DimensionError, match="different dimensions"):
+        index.search(np.ones(3), 1)
+    assert index._mat.dtype == np.float32 and index._mat.flags.c_contiguous
+    np.testing.assert_allclose(index.vector("a"), np.full(4, 0.5))
+    assert index.search(np.zeros(4), 1) == [("a", 0.0)]  # zero query -> cosine 0
+
+
+def test_remove_then_reinsert():
+    index = VectorIndex(2)
+    index.upsert(["a", "b"], np.eye(2))
+    assert index.remove(["a", "missing"]) == 1
+    assert index.search(np.array([1.0, 0.0]), 2) == [("b", 0.0)]
+    index.upsert(["a"], np.array([[1.0, 0.0]]))
+    assert index.search(np.array([1.0, 0.0]), 1) == [("a", 1.0)]
+    assert len(index) == 2
