@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from memofs.bm25_kernel import top_k_postings
 from memofs.fuzzy import VocabularyMatcher
 from memofs.tokenize import tokenize
 
@@ -166,8 +167,23 @@ class BM25Index:
         return self._refresh().score(terms, fuzzy, self.fuzzy_partial, self.fuzzy_boost)
 
     def search(self, query: str | Sequence[str], top_k: int = 10, *, fuzzy: bool = True) -> list[tuple[str, float]]:
-        """Top ``top_k`` (id, rawScore) with rawScore > 0, ties broken by id."""
-        return self.score(query, fuzzy=fuzzy).top(top_k)
+        """Top ``top_k`` (id, rawScore) with rawScore > 0, ties broken by id.
+
+        Without the fuzzy term this runs the compiled postings kernel and never touches
+        documents outside the query's postings.
+        """
+        if fuzzy and self.fuzzy_boost > 0:
+            return self.score(query, fuzzy=True).top(top_k)
+        if top_k <= 0:
+            return []
+        lay = self._refresh()
+        terms = self.tokenizer(query) if isinstance(query, str) else list(query)
+        cols = np.array([lay.vocab[t] for t in dict.fromkeys(terms) if t in lay.vocab], dtype=np.int64)
+        if cols.size == 0:
+            return []
+        w = lay.weights
+        rows, scores = top_k_postings(w.indptr, w.indices, w.data, cols, len(lay.ids), top_k, lay.order_key)
+        return [(lay.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]
 
 
 class _Layout:

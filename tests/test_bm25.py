@@ -186,3 +186,14 @@ def test_parity_with_bm25s_lucene(real_sentences):
         order = sorted(range(len(docs)), key=lambda i: (-round(theirs[i], 9), f"s{i:04d}"))
         top_ref = [f"s{i:04d}" for i in order if theirs[i] > 0][:10]
         assert top_ours == top_ref
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs=st.lists(doc_st, min_size=1, max_size=12), query=st.lists(st.sampled_from(WORDS), max_size=5), k=st.integers(1, 6))
+def test_compiled_search_equals_dense_ranking(docs, query, k):
+    idx = BM25Index(tokenizer=str.split, fuzzy_boost=0.0)
+    idx.add_many((f"d{i:02d}", " ".join(d)) for i, d in enumerate(docs))
+    fast = idx.search(query, k, fuzzy=False)
+    dense = idx.score(query, fuzzy=False).top(k)
+    assert [d for d, _ in fast] == [d for d, _ in dense]
+    np.testing.assert_allclose([s for _, s in fast], [s for _, s in dense], rtol=0, atol=1e-12)

@@ -66,11 +66,11 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
 
         def q_ours_bm25():
             for q in qs:
-                ours.score(q, fuzzy=False).top(10)
+                ours.search(q, 10, fuzzy=False)
 
         def q_ours_full():
             for q in qs:
-                ours.score(q).top(10)
+                ours.search(q, 10)
 
         def q_bm25s():
             for q in q_ids:
@@ -78,9 +78,15 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
                 top = np.argpartition(-s, min(10, len(s) - 1))[:10]
                 top[np.argsort(-s[top], kind="stable")]
 
+        def q_bm25s_retrieve():
+            # bm25s' own compiled top-k path (numba backend), one query at a time like ours
+            for q in q_ids:
+                ref.retrieve([q], k=10, backend_selection="numba", show_progress=False, n_threads=1)
+
         qps_bm25 = len(qs) / _time(q_ours_bm25, repeats)
         qps_full = len(qs) / _time(q_ours_full, repeats)
-        qps_bm25s = len(qs) / _time(q_bm25s, repeats)
+        # the peer's best of its two query paths, so the ratio is conservative
+        qps_bm25s = max(len(qs) / _time(q_bm25s, repeats), len(qs) / _time(q_bm25s_retrieve, repeats))
         rb = BM25Okapi(toks, k1=1.2, b=0.75)
         rq = qs[:rank_bm25_queries]
         qps_rank = len(rq) / _time(lambda: [rb.get_scores(q) for q in rq], 1)
@@ -91,7 +97,7 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
         f"Corpus: {source}, replicated with perturbation. {n_queries} three-term queries; "
         f"medians of {repeats} runs after a warm-up; rank_bm25 on {rank_bm25_queries} queries.",
         "",
-        "| docs | build memofs (s) | build bm25s (s) | memofs BM25 q/s | bm25s q/s | ratio BM25/bm25s (target >= 0.8) "
+        "| docs | build memofs (s) | build bm25s (s) | memofs BM25 q/s | bm25s q/s (best path) | ratio BM25/bm25s (target >= 0.8) "
         "| memofs BM25+fuzzy q/s | rank_bm25 q/s | ratio full/rank_bm25 (target >= 20) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -102,7 +108,7 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--queries", type=int, default=200)
@@ -114,9 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         a.sizes, a.queries, a.repeats = [200], 10, 1
     table = run(a.sizes, a.queries, a.repeats, rank_bm25_queries=min(a.queries, 20))
     print(table)
-    if not a.quick:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text("# Lexical benchmark\n\n" + table + "\n", encoding="utf-8")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text("# Lexical benchmark\n\n" + table + "\n", encoding="utf-8")
+    return table
 
 
 if __name__ == "__main__":
