@@ -1,0 +1,674 @@
+"""The ``.memofs/`` store of one project: layout, crash-safe writes, loading, rehydration.
+
+Layout (created by :meth:`Store.init`; paths relative to the project root)::
+
+    .memofs/manifest.json                 version, projectId, createdAt, the paths below
+    .memofs/config.json                   projectId, recall overrides (RecallConfig fields)
+    .memofs/memory/core.md                the persistent project briefing (template)
+    .memofs/memory/memories.jsonl         one memory per line (append-only)
+    .memofs/events/memory-events.jsonl    one event per line (append-only)
+    .memofs/graph/nodes.jsonl             entity graph (rewritten: temp file + rename)
+    .memofs/graph/edges.jsonl
+    .memofs/indexes/embeddings.jsonl      vectors (memofs.embeddings_file; temp + rename)
+    .memofs/tmp/                          context-cache file, torn-line leftovers
+    .memofs/.lock                         the store's cross-process write lock
+
+Durability rules:
+
+* Every write happens under the exclusive ``filelock`` lock ``.memofs/.lock``, so two
+  writers never interleave and nothing is lost.
+* JSONL appends write one whole line with a single ``os.write`` on an ``O_APPEND``
+  descriptor and ``fsync`` it before the lock is released.
+* A process killed mid-append can leave a torn last line. Loading skips it with a
+  warning (the store stays readable); the next writer, under the lock, moves the torn
+  bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
+  appending, so a torn line never ends up in the middle of a file. At most the write in
+  flight is lost.
+* Files that are rewritten (graph, embeddings, manifest, config) go through a temp file
+  in the same directory, ``fsync`` and ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from memofs import secrets
+from memofs.anchors import AnchorPathError, confine, sha256_file
+from memofs.config import RecallConfig
+from memofs.extract import RuleBasedExtractor
+from memofs.graph import EntityGraph
+from memofs.records import MEMORY_KINDS, Anchor, Memory
+
+log = logging.getLogger("memofs.store")
+
+STORE_DIR = ".memofs"
+CORE_TEMPLATE = "# Core Memory\n\n## Identity\n\n## Stable Facts\n\n## Preferences\n\n## Constraints\n"
+MAX_TEXT_CHARS = 100_000
+MAX_TAGS = 50
+TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
+SUMMARY_CHARS = 160
+LOCK_TIMEOUT_S = 60.0
+
+_MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
+
+
+class StoreError(RuntimeError):
+    """A store that is missing, malformed or cannot be written."""
+
+
+class StoreNotFoundError(StoreError):
+    """No ``.memofs/`` directory under the project root."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Absolute paths of one store's files."""
+
+    root: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.root / STORE_DIR
+
+    @property
+    def manifest(self) -> Path:
+        return self.dir / "manifest.json"
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "config.json"
+
+    @property
+    def core(self) -> Path:
+        return self.dir / "memory" / "core.md"
+
+    @property
+    def memories(self) -> Path:
+        return self.dir / "memory" / "memories.jsonl"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events" / "memory-events.jsonl"
+
+    @property
+    def graph(self) -> Path:
+        return self.dir / "graph"
+
+    @property
+    def embeddings(self) -> Path:
+        return self.dir / "indexes" / "embeddings.jsonl"
+
+    @property
+    def tmp(self) -> Path:
+        return self.dir / "tmp"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / ".lock"
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+
+# ---------------------------------------------------------------------- low-level file I/O
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or a new file in it survives a crash (POSIX)."""
+    if hasattr(os, "O_DIRECTORY"):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Temp file in the same directory + fsync + ``os.replace`` + directory fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; store files are ordinary project files
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line with a single write on an O_APPEND descriptor, then fsync.
+
+    The caller holds the store lock and has called :func:`repair_tail` first."""
+    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (signals, quotas)
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(path: Path, tmp_dir: Path) -> str | None:
+    """Make ``path`` end with a complete line before an append (caller holds the lock).
+
+    A last line without its newline is either a complete JSON object (the crash hit just
+    before the newline: the newline is added) or a torn write (its bytes are saved to
+    ``tmp_dir`` and cut off). Returns a warning, or None when the file was clean."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    with open(path, "rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return None
+        # find the start of the unterminated tail
+        block = 1 << 16
+        pos = size
+        start = 0
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            chunk = fh.read(step)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                start = pos + nl + 1
+                break
+        fh.seek(start)
+        tail = fh.read()
+        try:
+            obj = json.loads(tail.decode("utf-8"))
+            complete = isinstance(obj, dict)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            complete = False
+        if complete:
+            fh.seek(size)
+            fh.write(b"\n")
+            msg = f"{path}: last line lacked its newline; terminated it"
+        else:
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            saved = tmp_dir / f"torn-{path.name}-{os.getpid()}-{size}.bin"
+            saved.write_bytes(tail)
+            fh.truncate(start)
+            msg = f"{path}: cut a torn last line ({len(tail)} bytes, saved to {saved.name})"
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning(msg)
+    return msg
+
+
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """``[(line number, object)]`` and warnings. A malformed *last* line (a crash
+    mid-write) is skipped with a warning; a malformed line elsewhere raises
+    :class:`StoreError` naming the file and line. Blank lines are skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], []
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    warnings: list[str] = []
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+        except (UnicodeDecodeError, ValueError) as exc:
+            where = f"{path}:{i + 1}"
+            if i == last:
+                msg = f"{where}: skipped a torn last line (crash mid-write?): {exc}"
+                log.warning(msg)
+                warnings.append(msg)
+                continue
+            raise StoreError(f"{where}: invalid JSON line ({exc})") from None
+        rows.append((i + 1, obj))
+    return rows, warnings
+
+
+# ---------------------------------------------------------------------- records
+def iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(value: str) -> datetime:
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        raise ValueError("timestamp has no timezone")
+    return dt
+
+
+def fingerprint(text: str) -> str:
+    """16 hex characters of SHA-256 (upstream ``fingerprint``)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def fnv1a32(text: str) -> str:
+    """32-bit FNV-1a of the UTF-8 bytes, as 8 hex characters (upstream event ids)."""
+    h = 0x811C9DC5
+    for byte in text.encode("utf-8"):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{h:08x}"
+
+
+def memory_to_json(m: Memory) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "text": m.text,
+        "kind": m.kind,
+        "created_at": iso(m.created_at) if m.created_at else None,
+        "confidence": m.confidence,
+        "tags": list(m.tags),
+        "namespace": m.namespace,
+        "anchors": [{"path": a.path, "sha256": a.sha256} for a in m.anchors],
+        "supersedes": list(m.supersedes),
+    }
+
+
+def memory_from_json(row: dict[str, Any], where: str) -> Memory:
+    """Validate one memories.jsonl row; errors name ``where`` (file:line) and the field."""
+
+    def bad(fld: str, why: str) -> StoreError:
+        return StoreError(f"{where}: field {fld!r} {why}")
+
+    for fld in ("id", "text"):
+        if not isinstance(row.get(fld), str) or not row[fld]:
+            raise bad(fld, "is missing or not a non-empty string")
+    kind = row.get("kind", "note")
+    if kind not in MEMORY_KINDS:
+        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+    created = row.get("created_at")
+    try:
+        created_at = parse_iso(created) if created is not None else None
+    except (TypeError, ValueError) as exc:
+        raise bad("created_at", f"is not an ISO timestamp with timezone ({exc})") from None
+    conf = row.get("confidence")
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1):
+        raise bad("confidence", f"must be a number in [0, 1] or null; got {conf!r}")
+    tags = row.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise bad("tags", "must be a list of strings")
+    ns = row.get("namespace", "default")
+    if not isinstance(ns, str) or not ns:
+        raise bad("namespace", "must be a non-empty string")
+    anchors = []
+    raw_anchors = row.get("anchors", [])
+    if not isinstance(raw_anchors, list):
+        raise bad("anchors", "must be a list")
+    for j, a in enumerate(raw_anchors):
+        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not isinstance(a.get("sha256"), str):
+            raise bad(f"anchors[{j}]", "must be an object with string 'path' and 'sha256'")
+        anchors.append(Anchor(a["path"], a["sha256"]))
+    sup = row.get("supersedes", [])
+    if not isinstance(sup, list) or not all(isinstance(s, str) for s in sup):
+        raise bad("supersedes", "must be a list of strings")
+    extra = {k: v for k, v in row.items() if k not in _MEMORY_FIELDS}
+    return Memory(
+        id=row["id"], text=row["text"], kind=kind, created_at=created_at,
+        confidence=None if conf is None else float(conf), namespace=ns, tags=tuple(tags),
+        anchors=tuple(anchors), supersedes=tuple(sup), metadata=extra,
+    )
+
+
+@dataclass
+class LoadReport:
+    """Memories in file order (a repeated id: the later line wins) and load warnings."""
+
+    memories: list[Memory]
+    warnings: list[str] = field(default_factory=list)
+
+
+Clock = Callable[[], datetime]
+
+
+def wall_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("memory text must be a non-empty string")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"memory text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    return text.strip()
+
+
+def normalize_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Trimmed, de-duplicated (order kept), each matching ``^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$``, at most 50."""
+    out: dict[str, None] = {}
+    for t in tags:
+        if not isinstance(t, str):
+            raise ValueError(f"tag {t!r} must be a string")
+        t = t.strip()
+        if not TAG_PATTERN.fullmatch(t):
+            raise ValueError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
+        out.setdefault(t, None)
+    if len(out) > MAX_TAGS:
+        raise ValueError(f"{len(out)} tags; the limit is {MAX_TAGS}")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- the store
+class Store:
+    """One project's ``.memofs/`` store. ``clock`` gives "now" for writes that get none."""
+
+    def __init__(self, root: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.paths = Paths(self.root)
+        self.clock = clock
+        self._lock = FileLock(str(self.paths.lock), timeout=LOCK_TIMEOUT_S)
+
+    # -- lifecycle -----------------------------------------------------------------
+    @classmethod
+    def init(cls, root: str | os.PathLike[str], *, project_id: str = "default", force: bool = False,
+             clock: Clock | None = None, now: datetime | None = None) -> Store:
+        """Create the layout; existing data files are kept. ``force`` rewrites core.md,
+        manifest.json and config.json with their defaults (memories are never erased)."""
+        store = cls(root, clock=clock)
+        if not store.root.is_dir():
+            raise StoreError(f"project root {store.root} is not a directory")
+        p = store.paths
+        for d in (p.dir, p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp):
+            d.mkdir(parents=True, exist_ok=True)
+        with store.lock():
+            stamp = iso(store._now(now))
+            if force or not p.core.exists():
+                atomic_write_text(p.core, CORE_TEMPLATE)
+            for f in (p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl", p.embeddings):
+                if not f.exists():
+                    f.touch()
+            if force or not p.manifest.exists():
+                manifest = {
+                    "version": "1", "projectId": project_id, "createdAt": stamp, "updatedAt": stamp,
+                    "memory": {"core": p.rel(p.core), "memories": p.rel(p.memories)},
+                    "events": {"memoryEvents": p.rel(p.events)},
+                    "indexes": {"embeddings": p.rel(p.embeddings)},
+                    "graph": {"nodes": p.rel(p.graph / "nodes.jsonl"), "edges": p.rel(p.graph / "edges.jsonl")},
+                }
+                atomic_write_text(p.manifest, json.dumps(manifest, indent=2) + "\n")
+            if force or not p.config.exists():
+                config = {"version": 1, "projectId": project_id, "recall": {}}
+                atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
+        return store
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
+        store = cls(root, clock=clock)
+        if not store.paths.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {store.root}; run `memofs init` there first")
+        return store
+
+    def lock(self) -> FileLock:
+        """The store's exclusive cross-process write lock (``.memofs/.lock``)."""
+        return self._lock
+
+    def _now(self, now: datetime | None) -> datetime:
+        if now is not None:
+            if now.tzinfo is None:
+                raise ValueError("now must be timezone-aware")
+            return now
+        if self.clock is None:
+            raise ValueError("this store has no clock: pass now=...")
+        return self.clock()
+
+    # -- config --------------------------------------------------------------------
+    def recall_config(self) -> RecallConfig:
+        """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated)."""
+        path = self.paths.config
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return RecallConfig()
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        overrides = data.get("recall", {}) if isinstance(data, dict) else None
+        if not isinstance(overrides, dict):
+            raise StoreError(f"{path}: field 'recall' must be an object")
+        try:
+            return RecallConfig.from_dict(overrides)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{path}: field 'recall': {exc}") from None
+
+    # -- reading -------------------------------------------------------------------
+    def load(self) -> LoadReport:
+        """Every memory (see :class:`LoadReport`)."""
+        rows, warnings = read_jsonl(self.paths.memories)
+        by_id: dict[str, Memory] = {}
+        for lineno, row in rows:
+            m = memory_from_json(row, f"{self.paths.memories}:{lineno}")
+            by_id.pop(m.id, None)
+            by_id[m.id] = m
+        return LoadReport(list(by_id.values()), warnings)
+
+    def read_core(self) -> str:
+        try:
+            return self.paths.core.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
+        """The last ``n`` events, newest first, and load warnings."""
+        rows, warnings = read_jsonl(self.paths.events)
+        return [obj for _, obj in rows[-n:][::-1]] if n > 0 else [], warnings
+
+    def load_graph(self) -> EntityGraph:
+        try:
+            return EntityGraph.load(self.paths.graph)
+        except FileNotFoundError:
+            return EntityGraph()
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+
+    def signature(self) -> tuple:
+        """Changes whenever memories, graph or core change (size + mtime), for reloads."""
+        sig = []
+        for f in (self.paths.memories, self.paths.graph / "nodes.jsonl", self.paths.graph / "edges.jsonl", self.paths.core):
+            try:
+                st = f.stat()
+                sig.append((st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                sig.append(None)
+        return tuple(sig)
+
+    # -- writing -------------------------------------------------------------------
+    def anchor(self, rel: str) -> Anchor:
+        """An anchor on ``rel`` hashed now; the path is confined to the project root."""
+        full = confine(self.root, rel)
+        if not full.is_file():
+            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}")
+        return Anchor(full.relative_to(self.root).as_posix(), sha256_file(full))
+
+    def remember(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        confidence: float | None = None,
+        tags: Iterable[str] = (),
+        anchors: Sequence[str] = (),
+        namespace: str = "default",
+        supersedes: Iterable[str] = (),
+        actor: str | None = None,
+        now: datetime | None = None,
+        embedder: Any = None,
+    ) -> Memory:
+        """Validate, gate secrets, hash anchors, then append the memory and its event and
+        extract graph facts, all under the store lock. With an ``embedder`` the vector is
+        computed before the lock and stored in embeddings.jsonl after it (best effort:
+        rehydration embeds whatever is missing)."""
+        text = _check_text(text)
+        tags = normalize_tags(tags)
+        secrets.check(text, *tags)
+        if kind not in MEMORY_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+        if confidence is not None:
+            if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+                raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+            confidence = float(confidence)
+        if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace) or ".." in namespace:
+            raise ValueError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
+        sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
+        anchored = tuple(self.anchor(a) for a in anchors)
+        when = self._now(now)
+        stamp = iso(when)
+        vector = None
+        if embedder is not None:
+            try:
+                vector = embedder.encode([text])[0]
+            except Exception as exc:  # the memory matters more than its vector
+                log.warning("embedding the new memory failed (%s); it will be embedded on the next load", exc)
+        p = self.paths
+        if not p.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
+        with self.lock():
+            repair_tail(p.memories, p.tmp)
+            repair_tail(p.events, p.tmp)
+            existing = {obj.get("id") for _, obj in read_jsonl(p.memories)[0]}
+            mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
+            salt = 0
+            while mem_id in existing:  # same text at the same instant: still a new memory
+                salt += 1
+                mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
+            memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
+                            namespace=namespace, tags=tags, anchors=anchored, supersedes=sup)
+            append_line(p.memories, memory_to_json(memory))
+            summary = text[:SUMMARY_CHARS]
+            source = p.rel(p.memories)
+            event = {
+                "id": "evt_" + fnv1a32(f"memory.created:{stamp}:{source}:{summary}"),
+                "type": "memory.created",
+                "timestamp": stamp,
+                "sourcePath": source,
+                "actor": {"type": "user", "id": actor} if actor else {"type": "agent", "id": "memofs"},
+                "summary": summary,
+                "metadata": {"id": mem_id, "kind": kind, "tags": list(tags)},
+            }
+            append_line(p.events, event)
+            self._extract_graph(text)
+        if vector is not None:
+            from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+
+            try:
+                EmbeddingsFile(p.embeddings).upsert([EmbeddingRecord(
+                    id=mem_id, vector=vector, embedder=embedder.name, text_sha256=text_sha256(text),
+                    namespace=namespace, metadata={"kind": kind})])
+            except Exception as exc:
+                log.warning("could not store the vector of %s (%s); it will be re-embedded on load", mem_id, exc)
+        return memory
+
+    def _extract_graph(self, text: str) -> None:
+        """Rule-based facts of ``text`` merged into the graph files (caller holds the lock)."""
+        nodes, edges = RuleBasedExtractor().extract(text[:250_000])
+        if not nodes:
+            return
+        graph = self.load_graph()
+        for node in nodes:
+            if node.id not in graph:  # a node keeps the first label seen
+                graph.upsert_node(node)
+        for edge in edges:
+            graph.upsert_edge(edge)
+        graph.save(self.paths.graph)
+
+    def write_core(self, text: str) -> None:
+        """Replace core.md (secret-gated, LF line endings, atomic)."""
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        secrets.check(text)
+        with self.lock():
+            atomic_write_text(self.paths.core, text)
+
+
+# ---------------------------------------------------------------------- rehydration
+@dataclass
+class Rehydrated:
+    """A ready :class:`~memofs.recall.Recaller` and what loading it found."""
+
+    recaller: Any
+    memories: list[Memory]
+    warnings: list[str]
+    embedded: int = 0
+    loaded_vectors: int = 0
+
+
+def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
+              config: RecallConfig | None = None) -> Rehydrated:
+    """Load memories, graph and stored vectors into a Recaller with ``anchor_root`` = the
+    project root. Stored vectors whose text hash still matches are reused; only new or
+    changed texts are embedded (and written back). Without an embedder: lexical only."""
+    import numpy as np
+
+    from memofs.recall import Recaller
+
+    report = store.load()
+    graph = store.load_graph()
+    rec = Recaller(config or store.recall_config(), embedder=embedder, graph=graph,
+                   anchor_root=store.root, clock=clock or store.clock)
+    out = Rehydrated(rec, report.memories, list(report.warnings))
+    mems = report.memories
+    if embedder is None or not mems:
+        if mems:
+            rec.add(mems)
+        return out
+    from memofs.embeddings_file import EmbeddingsFile
+    from memofs.vector_index import VectorIndex
+
+    try:
+        index = VectorIndex(embedder.dim)
+        sync = EmbeddingsFile(store.paths.embeddings).sync(
+            index, {m.id: m.text for m in mems}, embedder,
+            namespaces={m.id: m.namespace for m in mems}, metadata={m.id: {"kind": m.kind} for m in mems})
+        vectors = np.vstack([index.vector(m.id) for m in mems])
+        out.embedded, out.loaded_vectors = sync.embedded, sync.loaded
+        out.warnings.extend(f"{store.paths.embeddings}:{s.line}: skipped ({s.reason})" for s in sync.skipped)
+    except Exception as exc:  # zero-key tier 2: never fail recall because of vectors
+        log.warning("vector rehydration failed (%s); recall continues lexical-only", exc)
+        out.warnings.append(f"vector rehydration failed: {exc}")
+        rec.embedder.inner = None
+        vectors = None
+    rec.add(mems, vectors=vectors)
+    return out
+
+
+class LiveStore:
+    """A long-lived view (the MCP server): the Recaller is rebuilt whenever the store's
+    files change, including writes by other processes; vectors come from the file."""
+
+    def __init__(self, store: Store, *, embedder: Any = None, clock: Clock | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.clock = clock or store.clock
+        self._sig: tuple | None = None
+        self._state: Rehydrated | None = None
+
+    def state(self) -> Rehydrated:
+        sig = self.store.signature()
+        if self._state is None or sig != self._sig:
+            self._state = rehydrate(self.store, embedder=self.embedder, clock=self.clock)
+            self._sig = sig
+        return self._state
+
+    def remember(self, text: str, **kwargs: Any) -> Memory:
+        return self.store.remember(text, embedder=self.embedder, **kwargs)
