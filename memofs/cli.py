@@ -87,7 +87,12 @@ def _store(ctx: typer.Context):
     return Store.open(ctx.obj.root, clock=wall_clock)
 
 
+_DISABLED = frozenset({"none", "off", "0", "false", "disabled"})  # = memofs.embedders.select.DISABLED
+
+
 def _embedder(load: bool = True) -> Any:
+    if os.environ.get("MEMOFS_EMBEDDER", "").strip().lower() in _DISABLED:
+        return None  # lexical-only; skip importing the embedder stack (fast CLI writes)
     from memofs.embedders.select import select_embedder
 
     return select_embedder(os.environ, prewarm=load)

@@ -547,10 +547,12 @@ class Store:
         with self.lock():
             repair_tail(p.memories, p.tmp)
             repair_tail(p.events, p.tmp)
-            existing = {obj.get("id") for _, obj in read_jsonl(p.memories)[0]}
+            # ids are looked up as raw bytes (lines are written compactly by append_line):
+            # no JSON parsing of the whole file on every write
+            existing = p.memories.read_bytes() if p.memories.exists() else b""
             mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
             salt = 0
-            while mem_id in existing:  # same text at the same instant: still a new memory
+            while f'"id":"{mem_id}"'.encode() in existing:  # same text, same instant: still a new memory
                 salt += 1
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
