@@ -34,6 +34,9 @@ SIGNAL_FIELDS: tuple[str, ...] = (
 )
 """Fields that change extracted signals; everything else is recombination."""
 
+FUSION_MODES: tuple[str, ...] = ("formula", "learned")
+"""``formula``: the spec's weighted sum; ``learned``: a model file scores the same pools."""
+
 
 @dataclass(frozen=True)
 class RecallConfig:
@@ -87,6 +90,10 @@ class RecallConfig:
     # query
     task_type: str = "general"
     include_graph_docs: bool = False
+    # combination: the spec's formula (default) or a learned model over the same pools
+    # (an option beyond the spec; see memofs.learned)
+    fusion: str = "formula"
+    learned_model: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind_expiry_days", MappingProxyType(dict(self.kind_expiry_days)))
@@ -122,6 +129,12 @@ class RecallConfig:
                 raise ValueError(f"RecallConfig.kind_expiry_days[{kind!r}] must be > 0, got {days!r}")
         if not 0 <= self.round_decimals <= 12:
             raise ValueError(f"RecallConfig.round_decimals must be in [0, 12], got {self.round_decimals!r}")
+        if self.fusion not in FUSION_MODES:
+            raise ValueError(f"RecallConfig.fusion must be one of {', '.join(FUSION_MODES)}; got {self.fusion!r}")
+        if self.learned_model is not None and not (isinstance(self.learned_model, str) and self.learned_model):
+            raise ValueError(f"RecallConfig.learned_model must be a non-empty path string or None, got {self.learned_model!r}")
+        if self.fusion == "learned" and self.learned_model is None:
+            raise ValueError("RecallConfig.fusion='learned' needs learned_model (path of a model JSON file)")
 
     def replace(self, **changes: Any) -> RecallConfig:
         """A copy with ``changes`` applied (validated); unknown names are an error."""
@@ -142,7 +155,12 @@ class RecallConfig:
 
     def config_hash(self) -> str:
         """Short stable hash of every field (recorded in reports)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        d = self.to_dict()
+        # the combination fields came later: at their defaults they stay out of the hash,
+        # so every formula config keeps the hash it had before they existed
+        if d["fusion"] == "formula" and d["learned_model"] is None:
+            del d["fusion"], d["learned_model"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:
         """The fields that change extracted signals (see :data:`SIGNAL_FIELDS`)."""

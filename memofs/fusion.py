@@ -25,6 +25,9 @@ Steps, with :class:`~memofs.config.RecallConfig` names:
    ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
    (``use_decay``); penalties compound (0.5 * 0.6 = 0.3).
 8. Round to ``round_decimals``; order by score descending, then id ascending; cut at K.
+
+``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
+steps 4-7 by a model file's score (:func:`memofs.learned.fuse_learned`).
 """
 
 from __future__ import annotations
@@ -141,6 +144,10 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> tuple[NDArray[np.int
 def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None) -> Fused:
     """Fuse one query's signals under ``cfg``; returns the top ``k`` (default ``cfg.top_k``)."""
     k = cfg.top_k if k is None else k
+    if cfg.fusion == "learned":  # same pools, scored by a model file (memofs.learned)
+        from memofs.learned import fuse_learned
+
+        return fuse_learned(frame, cfg, k)
     rows, w, lex_all, member = pools(frame, cfg, k)
     cos = clamp01(frame.cosine[rows])
     lex = lex_all[rows]
