@@ -54,9 +54,14 @@ def b64url(data: bytes) -> str:
 
 
 def b64url_decode(text: str) -> bytes:
+    """Strict: only the canonical unpadded encoding of some bytes is accepted (a changed
+    padding bit in the last character would otherwise decode to the same bytes)."""
     if not isinstance(text, str) or not text or any(c not in _B64_ALPHABET for c in text):
         raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if b64url(raw) != text:
+        raise ValueError("not canonical base64url")
+    return raw
 
 
 _B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
