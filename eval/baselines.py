@@ -1,0 +1,135 @@
+"""Peer baselines on identical inputs: bm25s BM25 alone, dense (MiniLM cosine) alone, and
+ranx's fusion methods over exactly those two runs.
+
+* BM25: ``bm25s`` with ``method="lucene"`` and the pipeline's k1/b, over the pipeline's
+  own tokens (``memofs.tokenize.tokenize``), one index per scope corpus; docs scoring 0
+  are not retrieved.
+* dense: cos(q, d) = q . d over unit vectors from the embedding cache (same vectors as
+  the pipeline), top ``k``.
+* fusion (ranx ``fuse``, min-max normalised): RRF, CombSUM (``sum``), CombMNZ (``mnz``),
+  weighted sum ``wsum:<dense weight>``; ``:tuned`` = ranx ``optimize_fusion`` fitted on
+  each fold's training queries only (the tune split, or CV folds without a split).
+Every output is tie-broken by id before it reaches the metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import memofs_eval._env  # noqa: F401
+import numpy as np
+from ranx import Qrels, Run, fuse, optimize_fusion
+
+from memofs.tokenize import tokenize
+
+from memofs_eval.data import EvalData
+from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
+from memofs_eval.runner import Ranked, rank_scores
+
+Scored = dict[str, dict[str, float]]
+RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "combmnz": "mnz", "wsum": "wsum"}
+TUNABLE = ("rrf", "wsum")
+
+
+def bm25_scores(data: EvalData, query_texts: Mapping[str, str], k: int, k1: float, b: float) -> Scored:
+    """bm25s Lucene BM25 scores of the top ``k`` (score > 0) per query."""
+    import bm25s
+
+    out: Scored = {}
+    by_scope: dict[str | None, list] = defaultdict(list)
+    for q in data.queries:
+        by_scope[q.scope].append(q)
+    for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
+        queries = by_scope[scope]
+        corpus = data.dataset.corpus_for(queries[0])
+        ids = [m.id for m in corpus]
+        retriever = bm25s.BM25(method="lucene", k1=k1, b=b)
+        # bm25s cannot index an all-empty corpus; an empty document gets a token no query has
+        retriever.index([tokenize(m.text) or ["\x00"] for m in corpus], show_progress=False)
+        for q in queries:
+            toks = tokenize(query_texts[q.id])
+            scores = np.asarray(retriever.get_scores(toks), dtype=np.float64) if toks else np.zeros(len(ids))
+            hits = {ids[i]: float(s) for i, s in enumerate(scores) if s > 0}
+            out[q.id] = {d: hits[d] for d in rank_scores(hits, k)}
+    return out
+
+
+def dense_scores(data: EvalData, query_texts: Mapping[str, str], k: int, embedder: str, cache_root) -> Scored:
+    """Cosine of unit vectors, top ``k`` per query (empty when there is no embedder)."""
+    inner = make_embedder(embedder, [m.text for m in data.dataset.memories])
+    if inner is None:
+        return {q.id: {} for q in data.queries}
+    emb = CachedEmbedder(inner, embedding_cache(cache_root))
+    emb.warm([m.text for m in data.dataset.memories] + [query_texts[q.id] for q in data.queries])
+    out: Scored = {}
+    for q in data.queries:
+        corpus = data.dataset.corpus_for(q)
+        vecs = emb.encode([m.text for m in corpus]).astype(np.float64)
+        qv = emb.encode([query_texts[q.id]])[0].astype(np.float64)
+        cos = vecs @ qv
+        scores = {m.id: float(c) for m, c in zip(corpus, cos, strict=True)}
+        out[q.id] = {d: scores[d] for d in rank_scores(scores, k)}
+    return out
+
+
+def _ranked(scored: Mapping[str, Mapping[str, float]], qids: Sequence[str], k: int) -> Ranked:
+    return {q: rank_scores(scored.get(q, {}), k) for q in qids}
+
+
+def _runs(bm25: Scored, dense: Scored, qids: Sequence[str]) -> list[Run]:
+    return [Run({q: dict(bm25.get(q, {})) for q in qids}, name="bm25"), Run({q: dict(dense.get(q, {})) for q in qids}, name="dense")]
+
+
+def fused(method: str, bm25: Scored, dense: Scored, qids: Sequence[str], k: int, params: dict | None = None) -> Ranked:
+    """ranx fusion of the two runs for ``qids``, min-max normalised, tie-broken by id."""
+    if not qids:
+        return {}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        run = fuse(_runs(bm25, dense, qids), norm="min-max", method=RANX_METHOD[method], params=params)
+    scores = run.to_dict()
+    return _ranked(scores, qids, k)
+
+
+def tuned_params(method: str, bm25: Scored, dense: Scored, judged: Mapping[str, Mapping[str, int]], metric: str) -> dict:
+    """ranx ``optimize_fusion`` on the training queries ``judged`` only."""
+    qids = sorted(judged)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        params = optimize_fusion(Qrels({q: dict(judged[q]) for q in qids}), _runs(bm25, dense, qids),
+                                 norm="min-max", method=RANX_METHOD[method], metric=metric)
+    return {k: (tuple(float(x) for x in v) if isinstance(v, (tuple, list)) else (float(v) if isinstance(v, (np.floating, float)) else v)) for k, v in params.items()}
+
+
+def baseline_runs(data: EvalData, methods: Sequence[str], query_texts: Mapping[str, str], k: int, k1: float, b: float,
+                  embedder: str, cache_root, folds: Sequence[tuple[list[str], list[str]]], metric: str) -> tuple[dict[str, Ranked], dict[str, object]]:
+    """Ranked runs per baseline name (``baseline:<method>``) and the tuned parameters per fold."""
+    bm25 = bm25_scores(data, query_texts, k, k1, b)
+    dense = dense_scores(data, query_texts, k, embedder, cache_root)
+    qids = [q.id for q in data.queries]
+    runs: dict[str, Ranked] = {}
+    params_used: dict[str, object] = {}
+    for m in methods:
+        name, _, param = m.partition(":")
+        label = f"baseline:{m}"
+        if name == "bm25s":
+            runs[label] = _ranked(bm25, qids, k)
+        elif name == "dense":
+            runs[label] = _ranked(dense, qids, k)
+        elif param == "tuned" and name in TUNABLE:
+            ranked: Ranked = {}
+            fold_params = []
+            for train, test in folds:
+                p = tuned_params(name, bm25, dense, {q: data.qrels[q] for q in train}, metric)
+                fold_params.append(p)
+                ranked.update(fused(name, bm25, dense, test, k, p))
+            runs[label] = ranked
+            params_used[label] = fold_params
+        elif name == "wsum":
+            w = float(param) if param else 0.6
+            runs[label] = fused(name, bm25, dense, qids, k, {"weights": (1.0 - w, w)})
+            params_used[label] = {"weights": [1.0 - w, w], "order": ["bm25", "dense"]}
+        else:
+            runs[label] = fused(name, bm25, dense, qids, k)
+    return runs, params_used

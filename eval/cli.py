@@ -1,0 +1,186 @@
+"""``memofs-eval``: run specs, tune, write the committed baseline, and gate CI.
+
+    memofs-eval run SPEC [--dataset PATH ...] [--quiet] [--out DIR] [--no-gate]
+    memofs-eval tune SPEC [--dataset PATH ...] [--quiet]
+    memofs-eval baseline SPEC [--quiet]      # writes reports/baseline.json
+
+Exit codes: 0 ok; 1 the default pipeline fell below ``reports/baseline.json`` by more than
+the spec's tolerance; 2 a bad spec, dataset or any failure that prevents a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import memofs_eval._env  # noqa: F401  (environment before anything imports ranx)
+from memofs_eval._env import REPO
+from memofs_eval.spec import DatasetRef, Spec, load_spec
+
+BASELINE = REPO / "reports" / "baseline.json"
+
+
+def _with_datasets(spec: Spec, paths: list[str], loader: str | None) -> Spec:
+    """Replace the spec's datasets by command-line paths (loader: flag, the spec's single
+    entry, or detected from the path)."""
+    from memofs_eval.data import detect_loader
+
+    if not paths:
+        return spec
+    refs = []
+    for p in paths:
+        path = Path(p).expanduser().resolve()
+        if loader:
+            ld = loader
+        elif len(spec.datasets) == 1 and spec.datasets[0].loader != "memofs":
+            ld = spec.datasets[0].loader
+        else:
+            ld = detect_loader(path)
+        opts = spec.datasets[0].options if len(spec.datasets) == 1 and spec.datasets[0].loader == ld else {}
+        name = spec.datasets[0].name if len(paths) == 1 and len(spec.datasets) == 1 and spec.datasets[0].loader == ld else path.name
+        refs.append(DatasetRef(name, path, ld, dict(opts)))
+    return dataclasses.replace(spec, datasets=tuple(refs))
+
+
+def headline_of(exp) -> dict[str, dict[str, float]]:
+    """The default pipeline's headline metrics per dataset, on the headline subset."""
+    out = {}
+    for dr in exp.datasets:
+        pq = dr.per_query["default"].loc[dr.data.subsets()[dr.data.headline_subset]]
+        out[dr.data.name] = {"subset": dr.data.headline_subset, "content_hash": dr.data.content_hash,
+                             **{m: round(float(pq[m].mean()), 6) for m in exp.spec.headline}}
+    return out
+
+
+def check_gate(exp, baseline_path: Path) -> dict | None:
+    """Compare the default pipeline with the committed baseline (datasets present in both)."""
+    if not baseline_path.is_file():
+        return None
+    base = json.loads(baseline_path.read_text(encoding="utf-8")).get("datasets", {})
+    now = headline_of(exp)
+    lines, ok = [], True
+    for ds, vals in now.items():
+        if ds not in base:
+            lines.append(f"{ds}: no baseline")
+            continue
+        if base[ds].get("content_hash") not in (None, vals["content_hash"]):
+            lines.append(f"{ds}: dataset changed since the baseline (hash differs); compared anyway")
+        for metric, tol in exp.spec.tolerance.items():
+            if metric not in base[ds] or metric not in vals:
+                continue
+            drop = base[ds][metric] - vals[metric]
+            bad = drop > tol + 1e-12
+            ok &= not bad
+            lines.append(f"{ds} {metric}: {vals[metric]:.4f} vs baseline {base[ds][metric]:.4f} (tolerance {tol}){' FAIL' if bad else ''}")
+    try:
+        shown = baseline_path.relative_to(REPO).as_posix()
+    except ValueError:
+        shown = str(baseline_path)
+    return {"ok": ok, "baseline": shown, "lines": lines}
+
+
+def _experiment(args):
+    from memofs_eval.experiment import run_experiment
+
+    spec = _with_datasets(load_spec(args.spec), args.dataset or [], args.loader)
+    return run_experiment(spec, progress=not args.quiet)
+
+
+def cmd_run(args) -> int:
+    from memofs_eval.report import write_report
+
+    exp = _experiment(args)
+    gate = None if args.no_gate else check_gate(exp, Path(args.baseline))
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{exp.spec.name}"
+    reports = Path(args.out) if args.out else REPO / "reports"
+    out = write_report(exp, reports / run_id, run_id=run_id, gate=gate, latest=reports / "latest")
+    _summary(exp, gate, out, args.quiet)
+    return 1 if gate is not None and not gate["ok"] else 0
+
+
+def cmd_tune(args) -> int:
+    from memofs_eval.report import write_report
+
+    spec = load_spec(args.spec)
+    if spec.tune is None or not spec.tune.grid:
+        raise SystemExit(f"{args.spec}: the spec has no [tune.grid] to search")
+    exp = _experiment(args)
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-tune-{exp.spec.name}"
+    reports = Path(args.out) if args.out else REPO / "reports"
+    out = write_report(exp, reports / run_id, run_id=run_id, latest=None)
+    for dr in exp.datasets:
+        t = dr.tune
+        print(f"{dr.data.name}: {t.metric} cross-validated {t.cv_mean:.4f}"
+              + (f"; held-out {t.heldout_mean:.4f} with {t.heldout_candidate}" if t.heldout_candidate else "")
+              + f"; in-sample best {max(t.mean_by_candidate.values()):.4f} (optimistic)")
+        for f in t.folds:
+            print(f"  fold {f['fold']}: {f['chosen']} train {f['train_mean']:.4f} test {f['test_mean']:.4f} (n={f['n_test']})")
+    print(f"report: {out}")
+    return 0
+
+
+def cmd_baseline(args) -> int:
+    exp = _experiment(args)
+    data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": headline_of(exp),
+            "written_by": "memofs-eval baseline " + str(args.spec)}
+    path = Path(args.baseline)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+def _summary(exp, gate, out: Path, quiet: bool) -> None:
+    for ds, vals in headline_of(exp).items():
+        print(f"{ds} [{vals['subset']}] default: " + ", ".join(f"{m} {vals[m]:.4f}" for m in exp.spec.headline))
+    if gate is not None:
+        print("gate: " + ("PASS" if gate["ok"] else "FAIL"))
+        for line in gate["lines"]:
+            if not quiet or "FAIL" in line:
+                print("  " + line)
+    if not quiet:
+        for dr in exp.datasets:
+            print(f"{dr.data.name}: timings {dr.timings}")
+    print(f"report: {out}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memofs-eval", description="MemoFS evaluation harness")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, fn, helptext in (("run", cmd_run, "run a spec and write a report (CI gate)"),
+                               ("tune", cmd_tune, "cross-validated grid search over [tune.grid]"),
+                               ("baseline", cmd_baseline, "write reports/baseline.json from a spec")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("spec", help="TOML experiment spec (e.g. eval/specs/default.toml)")
+        s.add_argument("--dataset", action="append", help="dataset path replacing the spec's datasets (repeatable)")
+        s.add_argument("--loader", choices=("memofs", "locomo", "longmemeval", "beir", "trec"), help="loader for --dataset paths")
+        s.add_argument("--quiet", action="store_true", help="no progress bars (CI)")
+        s.add_argument("--out", help="reports folder (default: <repo>/reports)")
+        s.add_argument("--baseline", default=str(BASELINE), help="baseline JSON for the gate")
+        s.add_argument("--no-gate", action="store_true", help="skip the baseline comparison")
+        s.set_defaults(fn=fn)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*unsafe cast.*")  # numba noise inside ranx
+    try:
+        return args.fn(args)
+    except SystemExit:
+        raise
+    except Exception as exc:  # any failure means no report: CI must see it
+        if not args.quiet:
+            traceback.print_exc()
+        print(f"memofs-eval: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

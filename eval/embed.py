@@ -1,0 +1,71 @@
+"""Embedders by spec name, routed through the on-disk :class:`EmbeddingCache`.
+
+``minilm`` -> :class:`LocalEmbedder` (bundled weights), ``static`` -> distilled static
+MiniLM, ``lsa`` -> :class:`LSAEmbedder` fitted on the dataset's memory texts, ``none`` ->
+lexical only, anything else -> a sentence-transformers model path or name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memofs.embedders.base import Embedder, empty
+from memofs.embedding_cache import EmbeddingCache
+
+
+def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | None:
+    """The embedder a spec names; ``lsa`` is fitted on ``corpus_texts`` (deterministic seed)."""
+    if name == "none":
+        return None
+    if name == "minilm":
+        from memofs.embedders.local import LocalEmbedder
+
+        return LocalEmbedder()
+    if name == "static":
+        from memofs.embedders.static import StaticEmbedder
+
+        return StaticEmbedder()
+    if name == "lsa":
+        from memofs.embedders.lsa import LSAEmbedder
+
+        return LSAEmbedder(dim=256, seed=0).fit(sorted(set(corpus_texts)))
+    from memofs.embedders.local import LocalEmbedder
+
+    return LocalEmbedder(model=name)
+
+
+class CachedEmbedder:
+    """An embedder whose every ``encode`` goes through the embedding cache, with an
+    in-memory front so per-query calls never touch the disk after a batch warm-up."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self._memo: dict[str, NDArray[np.float32]] = {}
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def warm(self, texts: Sequence[str]) -> None:
+        """Encode ``texts`` in one batch (one cache shard for all misses)."""
+        todo = sorted({t for t in texts if t not in self._memo})
+        if todo:
+            for t, v in zip(todo, self.cache.encode(self.inner, todo), strict=True):
+                self._memo[t] = v
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        texts = list(texts)
+        if not texts:
+            return empty(self.dim)
+        self.warm(texts)
+        return np.stack([self._memo[t] for t in texts])
+
+
+def embedding_cache(root: Path) -> EmbeddingCache:
+    return EmbeddingCache(root / "embeddings")

