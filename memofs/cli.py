@@ -4,6 +4,8 @@ Human output by default, ``--json`` for machines. Errors print one line
 ``memofs: error: <message>`` on stderr and exit 1 (usage errors exit 2). ``--root``
 (default: the current directory) selects the project. ``MEMOFS_EMBEDDER=none`` gives
 lexical-only recall; otherwise the zero-key tiers of :mod:`memofs.embedders.select`.
+``remember`` does not load the model unless ``MEMOFS_EMBED_ON_WRITE=1``: the next
+``recall``/``context`` embeds new memories once and persists their vectors.
 The wall clock is used here and only here; the library takes injected clocks.
 """
 
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Optional
@@ -164,7 +167,9 @@ def remember(
         if kind not in MEMORY_KINDS:
             raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
         store = _store(ctx)
-        embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "1") != "0" else None
+        # the model load costs seconds per command, so by default the CLI leaves embedding
+        # to the next recall (which embeds what is missing and persists it)
+        embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
         m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
                            supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder)
         if as_json:
@@ -255,7 +260,7 @@ def context(
             raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {section!r}")
         store = _store(ctx)
         if expand is not None:
-            cache = FileContextCache(store.paths.tmp, lock=store.lock())
+            cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = expand_context(cache, expand, section, budget or EXPAND_BUDGET)
         else:
             if not query or not query.strip():
@@ -263,7 +268,7 @@ def context(
             from memofs.store import LiveStore
 
             live = LiveStore(store, embedder=_embedder())
-            cache = FileContextCache(store.paths.tmp, lock=store.lock())
+            cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = briefing_for(live, cache, query=query, now=store.clock(), task_type=_task(task_type),
                              max_bytes=budget or HARD_CAP)
         if as_json:
@@ -454,7 +459,7 @@ def mcp(
         from memofs.mcp_server import serve
 
         ro = read_only or os.environ.get("MEMOFS_MCP_READ_ONLY", "").strip().lower() in ("1", "true")
-        serve(_store(ctx), embedder=_embedder(), read_only=ro)
+        serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro)
 
     _guard(run)
 

@@ -2,7 +2,8 @@
 
 :class:`ContextCache` is the LRU: at most 8 entries, each alive for 10 minutes from its
 *creation* (not its last access); a hit moves an entry to most-recent, a put evicts the
-oldest entries beyond 8. Time comes from an injected clock (seconds).
+oldest entries beyond 8. Time comes from an injected clock (epoch seconds; the CLI
+passes ``time.time``).
 
 A cursor is the unpadded base64url (30 characters) of 22 bytes:
 ``version (1) | cache key (8) | section index (1) | HMAC-SHA256(secret, first 10 bytes)[:12]``.
@@ -26,7 +27,6 @@ import hashlib
 import hmac
 import json
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,7 +81,7 @@ class CacheEntry:
 class ContextCache:
     """In-process LRU of :class:`CacheEntry` plus the cursor codec (random secret)."""
 
-    def __init__(self, *, clock: TimeClock = time.time, max_entries: int = MAX_ENTRIES,
+    def __init__(self, *, clock: TimeClock, max_entries: int = MAX_ENTRIES,
                  ttl_s: float = TTL_SECONDS, secret: bytes | None = None) -> None:
         if max_entries < 1 or ttl_s <= 0:
             raise ValueError("max_entries must be >= 1 and ttl_s > 0")
@@ -187,7 +187,7 @@ class FileContextCache(ContextCache):
     Each read-modify-write runs under ``lock`` (the store lock). The secret lives next to the cache
     file, created once with mode 0600."""
 
-    def __init__(self, directory: Path, *, lock: Any = None, clock: TimeClock = time.time,
+    def __init__(self, directory: Path, *, clock: TimeClock, lock: Any = None,
                  max_entries: int = MAX_ENTRIES, ttl_s: float = TTL_SECONDS) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._file_lock = lock if lock is not None else contextlib.nullcontext()

@@ -227,7 +227,7 @@ class MemofsTools:
 def build_server(tools: MemofsTools) -> Any:
     """A low-level ``mcp.server.Server`` exposing :data:`TOOLS` (mcp>=2 handler API)."""
     import anyio
-    import mcp_types as types
+    from mcp import types
     from mcp.server import Server
 
     tool_list = [types.Tool.model_validate({"name": n, **spec}) for n, spec in TOOLS.items()]
@@ -262,15 +262,15 @@ def _error(types: Any, exc: ToolError) -> Any:
     })
 
 
-def serve(store: Store, *, embedder: Any = None, read_only: bool = False) -> None:
-    """Serve ``store`` over stdio until the client closes the connection."""
+def serve(store: Store, *, cache_clock: Callable[[], float], embedder: Any = None, read_only: bool = False) -> None:
+    """Serve ``store`` over stdio until the client closes the connection. "Now" comes from
+    ``store.clock`` (recall, writes) and ``cache_clock`` (cursor TTL), both injected."""
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from memofs.store import wall_clock
-
-    clock = store.clock or wall_clock
-    tools = MemofsTools(LiveStore(store, embedder=embedder, clock=clock), ContextCache(), clock, read_only)
+    if store.clock is None:
+        raise ValueError("serve needs a store with a clock (Store.open(root, clock=...))")
+    tools = MemofsTools(LiveStore(store, embedder=embedder), ContextCache(clock=cache_clock), store.clock, read_only)
     server = build_server(tools)
 
     async def run() -> None:

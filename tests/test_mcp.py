@@ -111,11 +111,11 @@ def test_refused_writes_stored_nothing(session) -> None:
 
 def test_tools_directly_read_only_and_defaults(tmp_path: Path) -> None:
     store = Store.init(tmp_path, clock=lambda: NOW)
-    tools = MemofsTools(LiveStore(store), ContextCache(), lambda: NOW, read_only=True)
+    tools = MemofsTools(LiveStore(store), ContextCache(clock=lambda: 0.0), lambda: NOW, read_only=True)
     with pytest.raises(ToolError, match="read-only") as info:
         tools.call("memofs.remember", {"content": "x y z"})
     assert info.value.code == "MCP_AUTHORIZATION_ERROR"
-    rw = MemofsTools(LiveStore(store), ContextCache(), lambda: NOW)
+    rw = MemofsTools(LiveStore(store), ContextCache(clock=lambda: 0.0), lambda: NOW)
     res = rw.call("memofs.remember", {"content": "  OAuth supersedes JWT  ", "ignored": 1})
     assert res["memory"]["text"] == "OAuth supersedes JWT" and res["memory"]["kind"] == "note"
     assert rw.call("memofs.recall", {"query": "oauth"})["items"][0]["id"] == res["id"]
