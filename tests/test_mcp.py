@@ -13,12 +13,19 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memofs.cursor import ContextCache
+from memofs.cursor import ContextCache, b64url, b64url_decode
 from memofs.mcp_server import TOOLS, MemofsTools, ToolError
 from memofs.store import LiveStore, Store
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 MEMOFS = str(Path(sys.executable).with_name("memofs"))
+
+
+def _tamper(cursor: str) -> str:
+    """Flip one bit of the cursor's MAC and re-encode canonically."""
+    raw = bytearray(b64url_decode(cursor))
+    raw[-1] ^= 1
+    return b64url(bytes(raw))
 
 
 async def _session_calls(root: Path) -> dict:
@@ -43,7 +50,7 @@ async def _session_calls(root: Path) -> dict:
                 "kind": await s.call_tool("memofs.remember", {"content": "a note", "kind": "fact"}),
                 "secret": await s.call_tool("memofs.remember", {"content": "key " + "AKIA" + "IOSFODNN7EXAMPLE"}),
                 "anchor": await s.call_tool("memofs.remember", {"content": "a note", "anchors": ["../x"]}),
-                "cursor": await s.call_tool("memofs.context", {"section": "recall", "expand": cur[:-2] + "AA"}),
+                "cursor": await s.call_tool("memofs.context", {"section": "recall", "expand": _tamper(cur)}),
                 "unknown": await s.call_tool("memofs.forget", {"id": "x"}),
             }
             out["after"] = await s.call_tool("memofs.recall", {"query": "tenant", "limit": 20})
