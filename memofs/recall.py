@@ -134,6 +134,12 @@ class Recaller:
             self._vectors.remove(ids)
         self._frame_cache = None
 
+    def disable_vectors(self) -> None:
+        """Go lexical-only (zero-key tier 2): drop the embedder and any stored vectors."""
+        self.embedder = SafeEmbedder(None)
+        self._vectors = None
+        self._frame_cache = None
+
     def refresh_graph(self) -> None:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
         old = list(self._graph_docs)

@@ -648,7 +648,7 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
     except Exception as exc:  # zero-key tier 2: never fail recall because of vectors
         log.warning("vector rehydration failed (%s); recall continues lexical-only", exc)
         out.warnings.append(f"vector rehydration failed: {exc}")
-        rec.embedder.inner = None
+        rec.disable_vectors()
         vectors = None
     rec.add(mems, vectors=vectors)
     return out
