@@ -32,6 +32,7 @@ from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
 FORMAT = 1
 COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
 _MEMOFS = Path(__file__).resolve().parents[1] / "memofs"
+RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py"})  # applied live, never cached
 
 
 def extraction_code_hash() -> str:
@@ -39,7 +40,7 @@ def extraction_code_hash() -> str:
     live): a pipeline change invalidates cached frames instead of silently reusing them."""
     h = hashlib.sha256()
     for p in sorted(_MEMOFS.rglob("*.py")):
-        if p.name != "fusion.py":
+        if p.name not in RECOMBINATION_ONLY:
             h.update(p.relative_to(_MEMOFS).as_posix().encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]
