@@ -1,0 +1,218 @@
+"""Harness benchmark: sweep throughput with warm caches, and the wall time of ``make eval``.
+
+    python -m memofs_eval.bench.harness [--quick] [--no-make-eval]
+
+* signals: every query's :class:`SignalFrame` of a bundled dataset, extracted once with the
+  harness's ``compute_frames`` (when ``memofs_eval.signals_cache`` exists; else one
+  Recaller per scope, the same way), with the embedding cache already warm;
+* recombination: N seeded random configs that differ only in fusion fields, each fused over
+  every query's cached frame by the harness's ``run_all`` (when ``memofs_eval.runner``
+  exists; else a plain ``fuse`` loop): configs per second at 1 and 2 workers;
+* peer: the same sweep without the signal cache, i.e. extraction + fusion per config
+  (configs/s = 1 / (extraction s + fusion s per config)); ratio = warm / cold;
+* ``make eval`` wall time, run once, when the harness CLI and its default spec exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from memofs.config import RecallConfig
+from memofs.fusion import fuse
+from memofs.signals import SignalFrame
+from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
+
+
+@dataclass(frozen=True)
+class HarnessBenchConfig:
+    dataset: Path = REPO / "datasets" / "agent-memory"
+    configs: int = 200
+    embedder: str = "minilm"
+    workers: tuple[int, ...] = (1, 2)
+    make_eval: bool = True
+    seed: int = 0
+
+
+def random_configs(n: int, seed: int) -> list[RecallConfig]:
+    """``n`` configs varying only fusion fields (so all share one signal group):
+    relevance/recency/confidence weights from a flat Dirichlet (they sum to 1)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        g = [rng.expovariate(1.0) for _ in range(3)]
+        s = sum(g)
+        out.append(RecallConfig().replace(
+            w_vec=round(rng.random(), 3), rerank_blend=round(rng.random(), 3),
+            w_relevance=g[0] / s, w_recency=g[1] / s, w_confidence=g[2] / s * 0.999999,
+            half_life_days=rng.choice([7.0, 14.0, 30.0, 60.0, 90.0]), saturation_c=round(rng.uniform(0.5, 4.0), 2),
+            dynamic_weights=rng.random() < 0.8, use_recency=rng.random() < 0.8, use_drift=rng.random() < 0.8,
+            use_decay=rng.random() < 0.8, use_fuzzy=rng.random() < 0.8,
+        ))
+    return out
+
+
+def own_frames(ds, embedder_name: str) -> dict[str, SignalFrame]:
+    """Fallback extraction: one Recaller per scope, like the harness does."""
+    from memofs.graph import EntityGraph
+    from memofs.recall import Recaller
+    from memofs_eval.bench.recall import embedding_cache, live_embedder
+
+    cache = embedding_cache()
+    live = live_embedder() if embedder_name == "minilm" else None
+    by_scope = defaultdict(list)
+    for q in ds.queries:
+        if ds.relevant(q.id):
+            by_scope[q.scope].append(q)
+    frames = {}
+    for scope, qs in by_scope.items():
+        corpus = ds.corpus_for(qs[0])
+        rec = Recaller(embedder=live, graph=EntityGraph(ds.graph_nodes, ds.graph_edges),
+                       anchor_root=ds.anchor_root(scope) if scope is not None else None)
+        rec.add(corpus, vectors=cache.encode(live, [m.text for m in corpus]) if live else None)
+        for q in qs:
+            frames[q.id] = rec.signals(q.text, task_type=q.task_type, now=ds.now_for(q))
+    return frames
+
+
+def extract(path: Path, embedder_name: str) -> tuple[dict[str, SignalFrame], str, float]:
+    """Frames (second call timed: embedding cache and numba kernels warm) and which path ran."""
+    from memofs_datasets.format import load_dataset
+
+    ds = load_dataset(path)
+    try:
+        from memofs_eval._env import cache_root
+        from memofs_eval.data import EvalData
+        from memofs_eval.signals_cache import compute_frames
+        from memofs_eval.spec import DatasetRef
+
+        data = EvalData(DatasetRef(path.name, path), ds)
+
+        def go() -> dict[str, SignalFrame]:
+            return compute_frames(data, RecallConfig(), embedder_name, cache_root())[0]
+
+        how = "memofs_eval.signals_cache.compute_frames"
+    except ImportError as exc:
+        print(f"[bench.harness] harness signal cache absent ({exc}); extracting with Recaller directly")
+
+        def go() -> dict[str, SignalFrame]:
+            return own_frames(ds, embedder_name)
+
+        how = "Recaller.signals per scope (harness absent)"
+    go()
+    frames, dt = timed(go)
+    return frames, how, dt
+
+
+def recombine(frames: dict[str, SignalFrame], configs: list[RecallConfig], workers: int) -> tuple[float, str]:
+    """Seconds to fuse every config over every query."""
+    try:
+        from memofs_eval.runner import run_all
+
+        jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
+        _, dt = timed(lambda: run_all(jobs, {("g",): frames}, workers=workers))
+        return dt, "memofs_eval.runner.run_all"
+    except ImportError:
+        def loop() -> None:
+            for c in configs:
+                for f in frames.values():
+                    fuse(f, c, c.top_k)
+
+        _, dt = timed(loop)
+        return dt, "fuse loop (harness runner absent)"
+
+
+def make_eval_command(makefile: Path = REPO / "Makefile") -> list[str]:
+    """The ``eval`` target's recipe with ``$(PY)`` = this interpreter. Its ``install``
+    prerequisite is left out on purpose: a benchmark must never pip-install."""
+    lines = makefile.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("eval:"):
+            recipe = [ln.strip() for ln in lines[i + 1:] if ln.startswith("\t")][:1]
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if not nxt.startswith("\t") or not recipe:
+                raise ValueError(f"{makefile}:{i + 2}: target 'eval' has no recipe line")
+            return shlex.split(recipe[0].replace("$(PY)", sys.executable))
+    raise ValueError(f"{makefile}: no 'eval:' target")
+
+
+def make_eval_wall(enabled: bool) -> str:
+    if not enabled:
+        return "`make eval`: not run (--quick / --no-make-eval)."
+    try:
+        import memofs_eval.cli  # noqa: F401
+    except ImportError as exc:
+        return f"`make eval`: skipped, the harness CLI is absent ({exc})."
+    cmd = make_eval_command()
+    spec = next((c for c in cmd if c.endswith(".toml")), None)
+    if spec is not None and not (REPO / spec).is_file():
+        return f"`make eval`: skipped, {spec} is absent."
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
+           "TOKENIZERS_PARALLELISM": "false", "NUMBA_CACHE_DIR": str(REPO / ".cache" / "numba")}
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t
+    status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]})"
+    shown = " ".join(["python", *cmd[1:]])
+    return (f"`make eval` wall time (its recipe `{shown}`, one run, caches as earlier runs left them; "
+            f"the install step is not timed): {dt:.1f} s, {status}. No peer: a one-off wall time.")
+
+
+def run(cfg: HarnessBenchConfig, quick: bool = False) -> Section:
+    frames, how, extract_s = extract(cfg.dataset, cfg.embedder)
+    configs = random_configs(cfg.configs, cfg.seed)
+    rows, headline = [], []
+    per_config_fuse = None
+    for w in cfg.workers:
+        recombine(frames, configs[: max(2, len(configs) // 10)], w)  # warm-up (pool start, first fuse)
+        dt, rhow = recombine(frames, configs, w)
+        if per_config_fuse is None:
+            per_config_fuse = dt / len(configs)
+        cold_rate = 1.0 / (extract_s + per_config_fuse)
+        rate = len(configs) / dt
+        rows.append(f"| {w} | {rate:,.1f} | {1e3 * dt / (len(configs) * len(frames)):.3f} | {cold_rate:,.2f} | {rate / cold_rate:,.0f}x | {rhow} |")
+        headline.append((f"sweep configs/s, warm caches, {w} worker{'s' if w > 1 else ''} ({cfg.dataset.name})",
+                         f"{rate:,.1f}", f"{cold_rate:,.2f} (re-extract per config)", f"{rate / cold_rate:,.0f}x"))
+    lines = ["(--quick smoke sizes, not a measurement)\n"] if quick else []
+    lines += [
+        f"Dataset `{cfg.dataset.name}`: {len(frames)} queries with judgements; frames by {how} "
+        f"({extract_s:.2f} s for all queries, embedding cache warm, embedder {cfg.embedder}). "
+        f"{len(configs)} seeded random configs varying fusion fields only. Peer: the same sweep re-extracting signals "
+        "for every config (extraction + fusion per config).",
+        "",
+        "| workers | configs/s (warm) | ms per config per query | configs/s (re-extract) | ratio | recombination by |",
+        "|---:|---:|---:|---:|---:|---|",
+        *rows, "", make_eval_wall(cfg.make_eval and not quick),
+    ]
+    return Section("Harness", "\n".join(lines), [], headline)
+
+
+def quick_config() -> HarnessBenchConfig:
+    return HarnessBenchConfig(dataset=REPO / "datasets" / "tiny", configs=12, workers=(1,), make_eval=False)
+
+
+def main(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run, not a measurement")
+    ap.add_argument("--no-make-eval", action="store_true")
+    ap.add_argument("--out", type=Path, default=REPORTS / "bench-harness.md")
+    a = ap.parse_args(argv)
+    cfg = quick_config() if a.quick else HarnessBenchConfig(make_eval=not a.no_make_eval)
+    section = run(cfg, a.quick)
+    text = f"# {section.title}\n\n{section.markdown}\n"
+    print(text)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(text, encoding="utf-8")
+    return text
+
+
+if __name__ == "__main__":
+    main()

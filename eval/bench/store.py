@@ -1,0 +1,263 @@
+"""Store benchmark: ``memofs remember`` throughput and rehydration from ``.memofs/``.
+
+    python -m memofs_eval.bench.store [--quick]
+
+* remember: ``Store.remember`` (in-process API: validation, secret gate, lock, two fsynced
+  appends, graph extraction) into stores already holding P memories, without and with the
+  MiniLM embedder (which also rewrites ``embeddings.jsonl``). Peers measured in the same
+  run: a bare durable append (``O_APPEND`` write of the same JSON line + ``fsync``), and
+  one MiniLM encode of the same text. When ``memofs.cli`` exists, ``memofs remember`` as a
+  subprocess is timed too (process start included).
+* rehydrate: :func:`memofs.store.rehydrate` of a store holding N memories whose vectors are
+  all in ``embeddings.jsonl`` (written by the bench from the same vectors as the recall
+  benchmark), against the time MiniLM would need to re-embed them, estimated as
+  N / (texts per second measured on a sample in the same run). Target: well under.
+
+Skipped with a printed note when ``memofs/store.py`` is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from memofs_eval.bench.corpus import base_texts, corpus
+from memofs_eval.bench.recall import (
+    NOW, REPORTS, Section, Series, doc_vectors, embedding_cache, encode_cap, live_embedder, make_memories, percentile, timed,
+)
+
+
+@dataclass(frozen=True)
+class StoreBenchConfig:
+    prefill: tuple[int, ...] = (0, 1000, 10000)
+    writes: int = 30
+    writes_embedded: int = 5
+    rehydrate_sizes: tuple[int, ...] = (1000, 10000, 100000)
+    encode_sample: int = 256
+    encode_cap: int = 6000
+    noise: float = 0.025
+    cli_calls: int = 3
+    seed: int = 0
+
+
+def _store_api():
+    try:
+        from memofs import store
+    except ImportError as exc:
+        print(f"[bench.store] memofs.store not importable ({exc}); store benchmark skipped")
+        return None
+    return store
+
+
+def write_store(root: Path, texts: list[str], vectors: np.ndarray | None, embedder_name: str, seed: int) -> None:
+    """A ``.memofs/`` store holding ``texts`` as memories (and their vectors), written in bulk
+    through the store's own record format."""
+    from memofs import store as st
+    from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+
+    s = st.Store.init(root, now=NOW)
+    mems = make_memories(texts, (), seed)
+    with open(s.paths.memories, "a", encoding="utf-8") as fh:
+        for m in mems:
+            fh.write(json.dumps(st.memory_to_json(m), ensure_ascii=False) + "\n")
+    if vectors is not None:
+        EmbeddingsFile(s.paths.embeddings)._write_lines(  # one bulk write, as the vector bench does
+            EmbeddingRecord(id=m.id, vector=vectors[i], embedder=embedder_name, text_sha256=text_sha256(m.text),
+                            namespace=m.namespace, metadata={"kind": m.kind}).to_json()
+            for i, m in enumerate(mems))
+
+
+def bare_append(path: Path, line: str) -> None:
+    """The floor of a durable JSONL write: one O_APPEND write + fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class RememberResult:
+    prefill: int
+    embedded: bool
+    ours_ms: list[float]
+    peer_ms: list[float]
+    peer: str
+
+
+def bench_remember(cfg: StoreBenchConfig, live, vec_source: dict[int, np.ndarray]) -> list[RememberResult]:
+    from memofs import store as st
+
+    texts = corpus(max(cfg.prefill) + cfg.writes, seed=cfg.seed + 7)
+    fresh = texts[-cfg.writes:]
+    out = []
+    for embedded in (False, True):
+        n_writes = cfg.writes_embedded if embedded else cfg.writes
+        for p in cfg.prefill:
+            with tempfile.TemporaryDirectory() as tmp:
+                vecs = vec_source[p] if embedded and p else None
+                write_store(Path(tmp), texts[:p], vecs, live.name, cfg.seed)
+                s = st.Store.open(tmp)
+                emb = live if embedded else None
+                s.remember("warm-up write so the lock and files are open once", now=NOW, embedder=emb)
+                ours, peer = [], []
+                for i, text in enumerate(fresh[:n_writes]):
+                    when = NOW + timedelta(seconds=i + 1)
+                    _, a = timed(lambda: s.remember(text, kind="note", confidence=0.8, now=when, embedder=emb))
+                    if embedded:
+                        _, b = timed(lambda: live.encode([text]))
+                    else:
+                        line = json.dumps({"id": f"x{i}", "text": text, "created_at": when.isoformat()})
+                        _, b = timed(lambda: bare_append(Path(tmp) / "bare.jsonl", line))
+                    ours.append(a * 1e3)
+                    peer.append(b * 1e3)
+                out.append(RememberResult(p, embedded, ours, peer, "MiniLM encode of the text" if embedded else "bare append + fsync"))
+    return out
+
+
+def bench_cli(cfg: StoreBenchConfig) -> str:
+    try:
+        import memofs.cli  # noqa: F401
+    except ImportError as exc:
+        return f"`memofs remember` CLI: skipped (memofs.cli not importable: {exc})."
+    times, err = [], ""
+    with tempfile.TemporaryDirectory() as tmp:
+        from memofs import store as st
+
+        st.Store.init(tmp, now=NOW)
+        env = {**os.environ, "MEMOFS_EMBEDDER": "none"}
+        for i in range(cfg.cli_calls + 1):
+            cmd = [sys.executable, "-m", "memofs.cli", "remember", f"bench note number {i} about the deploy window"]
+            proc, dt = timed(lambda: subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env))
+            if proc.returncode != 0:
+                err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+                return f"`memofs remember` CLI: failed (`{' '.join(cmd[1:4])} ...` exit {proc.returncode}: {err[0]})."
+            if i:  # the first call warms the OS page cache
+                times.append(dt * 1e3)
+    return (f"`memofs remember` CLI (subprocess, lexical-only, {len(times)} calls after one warm-up): "
+            f"median {percentile(times, 50):.0f} ms per call, process start and imports included.")
+
+
+@dataclass
+class RehydrateResult:
+    n: int
+    seconds: float
+    embedded: int
+    loaded: int
+    reembed_s: float
+
+
+def encode_rate(live, n: int) -> float:
+    texts, _ = base_texts()
+    sample = texts[-n:]  # the tail: not what the warm-up encoded
+    live.encode(sample[:8])
+    _, dt = timed(lambda: live.encode(sample))
+    return len(sample) / dt
+
+
+def bench_rehydrate(cfg: StoreBenchConfig, live, rate: float, cache) -> tuple[list[RehydrateResult], dict[int, np.ndarray]]:
+    from memofs import store as st
+
+    out, vec_by_n = [], {}
+    for n in cfg.rehydrate_sizes:
+        texts = corpus(n, seed=cfg.seed)
+        vectors, _ = doc_vectors(texts, encode_cap(cfg.encode_cap), cfg.noise, cfg.seed, cache, live)
+        vec_by_n[n] = vectors
+        with tempfile.TemporaryDirectory() as tmp:
+            write_store(Path(tmp), texts, vectors, live.name, cfg.seed)
+            store = st.Store.open(tmp)
+            res, dt = timed(lambda: st.rehydrate(store, embedder=live))
+            if res.embedded:
+                print(f"[bench.store] rehydrate re-embedded {res.embedded} of {n} memories (expected 0)")
+            out.append(RehydrateResult(n, dt, res.embedded, res.loaded_vectors, n / rate))
+            del res
+    return out, vec_by_n
+
+
+def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Section:
+    if _store_api() is None:
+        return Section("Store", "Skipped: memofs/store.py is not present.")
+    live = live or live_embedder()
+    cache = cache or embedding_cache()
+    rate = encode_rate(live, cfg.encode_sample)
+    rehydrated, vec_by_n = bench_rehydrate(cfg, live, rate, cache)
+    need = {p for p in cfg.prefill if p}
+    src = {}
+    for p in need:  # prefill vectors: the rehydration ones when sizes match, else computed the same way
+        src[p] = vec_by_n[p] if p in vec_by_n else doc_vectors(corpus(p, seed=cfg.seed + 7), encode_cap(cfg.encode_cap), cfg.noise, cfg.seed, cache, live)[0]
+    remembered = bench_remember(cfg, live, src)
+    cli = bench_cli(cfg)
+    lines = ["(--quick smoke sizes, not a measurement)\n"] if quick else []
+    lines += [
+        f"`Store.remember` latency into a store already holding P memories (median of the writes after one warm-up "
+        f"write; {cfg.writes} lexical-only writes, {cfg.writes_embedded} with MiniLM). Peers, timed right after each write: "
+        "a bare `O_APPEND` write + `fsync` of the same JSON line (lexical), one MiniLM encode of the text (embedded).",
+        "",
+        "| P (memories already stored) | embedder | median ms | p95 ms | writes/s | peer | peer median ms | ratio |",
+        "|---:|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in remembered:
+        m, pm = percentile(r.ours_ms, 50), percentile(r.peer_ms, 50)
+        lines.append(f"| {r.prefill:,} | {'MiniLM' if r.embedded else 'none'} | {m:.1f} | {percentile(r.ours_ms, 95):.1f} | "
+                     f"{1e3 / m:,.1f} | {r.peer} | {pm:.2f} | {m / pm:.1f}x |")
+    lines += ["", cli, "",
+              f"Rehydration (`memofs.store.rehydrate`: memories.jsonl + embeddings.jsonl + graph into a ready Recaller) "
+              f"against re-embedding every memory with MiniLM, estimated from {rate:,.0f} texts/s measured on "
+              f"{cfg.encode_sample} texts in this run.", "",
+              "| memories | rehydrate s | vectors loaded | re-embedded | re-embed estimate s | ratio |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for r in rehydrated:
+        lines.append(f"| {r.n:,} | {r.seconds:.2f} | {r.loaded:,} | {r.embedded:,} | {r.reembed_s:,.0f} | {r.seconds / r.reembed_s:.3f}x |")
+    sizes = [r.n for r in rehydrated]
+    series = [
+        Series("rehydrate from .memofs/", "s", sizes, [r.seconds for r in rehydrated], figure="store"),
+        Series("re-embed estimate (MiniLM)", "s", sizes, [r.reembed_s for r in rehydrated], peer=True, figure="store"),
+    ]
+    for embedded in (False, True):
+        rs = [r for r in remembered if r.embedded == embedded and r.prefill > 0]
+        if len(rs) >= 2:
+            series.append(Series(f"remember ({'MiniLM' if embedded else 'lexical'}) vs store size", "ms",
+                                 [r.prefill for r in rs], [percentile(r.ours_ms, 50) for r in rs]))
+    headline = []
+    if rehydrated:
+        big = rehydrated[-1]
+        headline.append((f"rehydrate {big.n:,} memories from .memofs/", f"{big.seconds:.1f} s",
+                         f"{big.reembed_s:,.0f} s (re-embed estimate)", f"{big.seconds / big.reembed_s:.3f}x"))
+    for r in remembered:
+        if r.prefill == max(cfg.prefill):
+            m, pm = percentile(r.ours_ms, 50), percentile(r.peer_ms, 50)
+            headline.append((f"remember into {r.prefill:,} stored memories ({'MiniLM' if r.embedded else 'lexical'})",
+                             f"{m:.1f} ms", f"{pm:.2f} ms ({r.peer})", f"{m / pm:.1f}x"))
+    return Section("Store", "\n".join(lines), series, headline)
+
+
+def quick_config() -> StoreBenchConfig:
+    return StoreBenchConfig(prefill=(0, 200), writes=3, writes_embedded=1, rehydrate_sizes=(100, 300),
+                            encode_sample=8, encode_cap=64, cli_calls=1)
+
+
+def main(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run, not a measurement")
+    ap.add_argument("--out", type=Path, default=REPORTS / "bench-store.md")
+    a = ap.parse_args(argv)
+    section = run(quick_config() if a.quick else StoreBenchConfig(), a.quick)
+    text = f"# {section.title}\n\n{section.markdown}\n"
+    print(text)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(text, encoding="utf-8")
+    return text
+
+
+if __name__ == "__main__":
+    main()
