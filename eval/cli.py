@@ -126,7 +126,12 @@ def cmd_tune(args) -> int:
 
 
 def cmd_baseline(args) -> int:
-    exp = _experiment(args)
+    """Only the default pipeline is needed: ablations, baselines and tuning are dropped."""
+    from memofs_eval.experiment import run_experiment
+
+    spec = _with_datasets(load_spec(args.spec), args.dataset or [], args.loader)
+    spec = dataclasses.replace(spec, toggles=(), sweeps={}, grids=(), embedders=(), baselines=(), tune=None)
+    exp = run_experiment(spec, progress=not args.quiet)
     data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": headline_of(exp),
             "written_by": "memofs-eval baseline " + str(args.spec)}
     path = Path(args.baseline)

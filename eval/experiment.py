@@ -76,8 +76,17 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
     for v in all_variants:
         groups[v.signal_group].append(v)
     runs: dict[str, Ranked] = {}
+    per_query: dict[str, pd.DataFrame] = {}
     emb_names: dict[str, str] = {}
     default_text: dict[str, str] = {}
+    metric_list = list(dict.fromkeys(list(spec.metrics) + list(spec.headline) + list(spec.stats.metrics)
+                                     + ([spec.tune.metric] if spec.tune else [])))
+    qids = [q.id for q in data.queries]
+
+    def evaluate(ranked: Ranked) -> pd.DataFrame:
+        return M.per_query(data.qrels, ranked, metric_list)
+
+    evaluate({})  # load ranx's compiled kernels once, before the pool forks
     t_sig = t_fuse = 0.0
     for gkey, members in groups.items():
         t = _timer()
@@ -88,22 +97,16 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
             default_text = {q: f.query_text for q, f in fs.frames.items()}
         t = _timer()
         jobs = [(v.name, gkey, v.config) for v in members]
-        runs.update(run_all(jobs, {gkey: fs.frames}, workers=spec.workers, progress=progress, desc=f"fuse {data.name}"))
+        ranked, metrics = run_all(jobs, {gkey: fs.frames}, workers=spec.workers, progress=progress,
+                                  desc=f"fuse+metrics {data.name}", post=evaluate)
+        runs.update(ranked)
+        per_query.update(metrics)
         t_fuse += t()
         del fs  # frames of one signal group at a time: large datasets would not fit otherwise
     timings["signals_s"] = round(t_sig, 3)
-    timings["recombine_s"] = round(t_fuse, 3)
+    timings["recombine_and_metrics_s"] = round(t_fuse, 3)
     timings["n_configs"] = len(all_variants)
-
-    qids = [q.id for q in data.queries]
     covered = {name: qids for name in runs}
-    per_query: dict[str, pd.DataFrame] = {}
-    t = _timer()
-    metric_list = list(dict.fromkeys(list(spec.metrics) + list(spec.headline) + list(spec.stats.metrics)
-                                     + ([spec.tune.metric] if spec.tune else [])))
-    for name in tqdm(list(runs), desc=f"metrics {data.name}", disable=not progress, leave=False):
-        per_query[name] = M.per_query(data.qrels, runs[name], metric_list)
-    timings["metrics_s"] = t()
 
     tune_res = None
     folds, _ = evaluation_folds(data, spec.tune.folds if spec.tune else 5, spec.seed)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -22,6 +23,7 @@ from memofs.signals import SignalFrame
 Ranked = dict[str, list[str]]
 _FRAMES: dict[tuple, dict[str, SignalFrame]] = {}  # set before the pool forks
 _JOBS: list[tuple[str, tuple, RecallConfig]] = []
+_POST: Callable[[Ranked], Any] | None = None
 
 
 def fused_run(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> Ranked:
@@ -42,34 +44,37 @@ def fused_scores(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -
     return out
 
 
-def _work(job: int) -> tuple[int, Ranked]:
+def _work(job: int) -> tuple[int, Ranked, Any]:
     name, group, cfg = _JOBS[job]
-    return job, fused_run(_FRAMES[group], cfg, cfg.top_k)
+    ranked = fused_run(_FRAMES[group], cfg, cfg.top_k)
+    return job, ranked, (_POST(ranked) if _POST is not None else None)
 
 
 def run_all(jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tuple, dict[str, SignalFrame]],
-            workers: int = 2, progress: bool = False, desc: str = "configs") -> dict[str, Ranked]:
-    """Ranked runs for ``jobs`` = (name, frame group, config); depth = ``config.top_k``.
-    Results are identical for any worker count (each job is computed whole by one process)."""
-    global _FRAMES, _JOBS
-    _FRAMES, _JOBS = dict(frames), list(jobs)
-    results: dict[int, Ranked] = {}
+            workers: int = 2, progress: bool = False, desc: str = "configs",
+            post: Callable[[Ranked], Any] | None = None) -> tuple[dict[str, Ranked], dict[str, Any]]:
+    """Ranked runs for ``jobs`` = (name, frame group, config), depth = ``config.top_k``, and
+    ``post(ranked)`` per job computed in the same worker (e.g. its metrics). Results are
+    identical for any worker count: each job is computed whole by one process."""
+    global _FRAMES, _JOBS, _POST
+    _FRAMES, _JOBS, _POST = dict(frames), list(jobs), post
+    results: dict[int, tuple[Ranked, Any]] = {}
     bar = tqdm(total=len(jobs), desc=desc, disable=not progress, leave=False)
     try:
         use_pool = workers > 1 and len(jobs) > 1 and "fork" in mp.get_all_start_methods() and os.name == "posix"
         if use_pool:
             with mp.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-                for i, ranked in pool.imap_unordered(_work, range(len(jobs)), chunksize=max(1, len(jobs) // (8 * workers))):
-                    results[i] = ranked
+                for i, ranked, extra in pool.imap_unordered(_work, range(len(jobs)), chunksize=max(1, len(jobs) // (8 * workers))):
+                    results[i] = (ranked, extra)
                     bar.update(1)
         else:
             for i in range(len(jobs)):
-                results[i] = _work(i)[1]
+                results[i] = _work(i)[1:]
                 bar.update(1)
     finally:
         bar.close()
-        _FRAMES, _JOBS = {}, []
-    return {jobs[i][0]: results[i] for i in range(len(jobs))}
+        _FRAMES, _JOBS, _POST = {}, [], None
+    return ({jobs[i][0]: results[i][0] for i in range(len(jobs))}, {jobs[i][0]: results[i][1] for i in range(len(jobs))})
 
 
 def ranx_scores(ranked: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
