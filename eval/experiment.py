@@ -88,6 +88,7 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
 
     evaluate({})  # load ranx's compiled kernels once, before the pool forks
     t_sig = t_fuse = 0.0
+    n_jobs = 0
     for gkey, members in groups.items():
         t = _timer()
         fs = cache.frames(data, members[0].config, members[0].embedder)
@@ -96,16 +97,23 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         if any(v.name == "default" for v in members):
             default_text = {q: f.query_text for q, f in fs.frames.items()}
         t = _timer()
-        jobs = [(v.name, gkey, v.config) for v in members]
+        # identical configs (a sweep value equal to the default, ...) are computed once
+        first: dict[str, str] = {}
+        for v in members:
+            first.setdefault(v.config.config_hash(), v.name)
+        jobs = [(v.name, gkey, v.config) for v in members if first[v.config.config_hash()] == v.name]
         ranked, metrics = run_all(jobs, {gkey: fs.frames}, workers=spec.workers, progress=progress,
                                   desc=f"fuse+metrics {data.name}", post=evaluate)
-        runs.update(ranked)
-        per_query.update(metrics)
+        for v in members:
+            src = first[v.config.config_hash()]
+            runs[v.name], per_query[v.name] = ranked[src], metrics[src]
+        n_jobs += len(jobs)
         t_fuse += t()
         del fs  # frames of one signal group at a time: large datasets would not fit otherwise
     timings["signals_s"] = round(t_sig, 3)
     timings["recombine_and_metrics_s"] = round(t_fuse, 3)
     timings["n_configs"] = len(all_variants)
+    timings["n_distinct_configs"] = n_jobs
     covered = {name: qids for name in runs}
 
     tune_res = None
@@ -151,12 +159,13 @@ def _significance(spec: Spec, results: list[DatasetResult], progress: bool) -> t
         for m in tqdm(methods, desc=f"tests {dr.data.name}", disable=not progress, leave=False):
             if not set(subset) <= set(dr.covered[m]):
                 continue
-            judged = {q: dr.data.qrels[q] for q in subset}
             for test in st.tests:
-                p = S.paired_pvalues(judged, dr.runs["default"], dr.runs[m], st.metrics, test, st.n_permutations, spec.seed)
-                for metric, pv in p.items():
-                    delta = float(dr.per_query[m].loc[subset, metric].mean() - base_pq.loc[subset, metric].mean())
-                    rows.append({"dataset": dr.data.name, "method": m, "metric": metric, "test": test, "p": pv, "delta": delta})
+                for metric in st.metrics:
+                    a = base_pq.loc[subset, metric].to_numpy()
+                    b = dr.per_query[m].loc[subset, metric].to_numpy()
+                    pv = S.paired_pvalue(a, b, test, st.n_permutations, spec.seed)
+                    rows.append({"dataset": dr.data.name, "method": m, "metric": metric, "test": test, "p": pv,
+                                 "delta": float(b.mean() - a.mean())})
             wins[(dr.data.name, m)] = S.wins_losses(base_pq.loc[subset, st.metrics[0]], dr.per_query[m].loc[subset, st.metrics[0]], st.top_queries)
         for m, pq in dr.per_query.items():
             qs = [q for q in subset if q in pq.index]

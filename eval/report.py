@@ -182,14 +182,21 @@ def _git_commit(repo: Path) -> str:
         return "unknown"
 
 
-def write_trec(path: Path, ranked: dict[str, list[str]], tag: str) -> None:
-    """``qid Q0 doc rank score tag``; score = depth + 1 - rank, the order the metrics saw."""
+def write_trec(path: Path, ranked: dict[str, list[str]], tag: str, gz: bool = False) -> None:
+    """``qid Q0 doc rank score tag``; score = depth + 1 - rank, the order the metrics saw.
+    With ``gz`` the file is ``<path>.gz`` with a zero mtime, so its bytes are reproducible."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for qid in sorted(ranked):
-            docs = ranked[qid]
-            for r, d in enumerate(docs, start=1):
-                fh.write(f"{qid} Q0 {d} {r} {len(docs) + 1 - r} {tag}\n")
+    lines = []
+    for qid in sorted(ranked):
+        docs = ranked[qid]
+        lines += [f"{qid} Q0 {d} {r} {len(docs) + 1 - r} {tag}\n" for r, d in enumerate(docs, start=1)]
+    data = "".join(lines).encode("utf-8")
+    if gz:
+        import gzip
+
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(data, mtime=0))
+    else:
+        path.write_bytes(data)
 
 
 def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path], gate: dict | None) -> list[tuple[str, object]]:
@@ -301,9 +308,12 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
     res.to_parquet(out / "results.parquet", index=False)
     exp.significance.to_csv(out / "significance.csv", index=False, float_format="%.10g")
     exp.cis.to_csv(out / "confidence_intervals.csv", index=False, float_format="%.10g")
+    spec = exp.spec
     for dr in exp.datasets:
         for method, ranked in dr.runs.items():
-            write_trec(out / "runs" / safe_name(dr.data.name) / f"{safe_name(method)}.trec", ranked, safe_name(method))
+            key = exp.methods[method].group in KEY_GROUPS + ("leave_one_out", "embedder")
+            if spec.trec_runs == "all" or (spec.trec_runs == "key" and key):
+                write_trec(out / "runs" / safe_name(dr.data.name) / f"{safe_name(method)}.trec", ranked, safe_name(method), spec.trec_gzip)
     metric = exp.spec.stats.metrics[0]
     figures: dict[str, Path] = {}
     for dr in exp.datasets:

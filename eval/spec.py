@@ -122,6 +122,8 @@ class Spec:
     tune: TuneSpec | None = None
     tolerance: dict[str, float] = field(default_factory=lambda: {"ndcg@10": 0.02})
     workers: int = 2
+    trec_runs: str = "all"  # all | key (default, -X, only:X, embedders, tuned, baselines) | none
+    trec_gzip: bool = False
     text: str = ""
 
     def default_config(self) -> RecallConfig:
@@ -243,7 +245,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(path, int(m.group(1)) if m else None, "toml", str(exc)) from None
     r = _Reader(path, text)
     top = ("name", "seed", "k", "embedder", "metrics", "headline", "workers", "datasets", "pipeline",
-           "baselines", "ablations", "stats", "tune", "gate")
+           "baselines", "ablations", "stats", "tune", "gate", "report")
     r.only(data, top)
     kw: dict[str, Any] = {"path": path, "name": str(data.get("name", path.stem)), "text": text}
     for key, typ in (("seed", int), ("k", int), ("workers", int)):
@@ -325,6 +327,14 @@ def load_spec(path: str | Path) -> Spec:
         if not isinstance(tol, dict) or not all(isinstance(v, (int, float)) and v >= 0 for v in tol.values()):
             raise r.err("gate.tolerance", "expected a table metric = non-negative number", "gate")
         kw["tolerance"] = {_metric(r, m, "gate.tolerance"): float(v) for m, v in tol.items()}
+    rep = data.get("report", {})
+    r.only(rep, ("trec_runs", "trec_gzip"), "report")
+    if rep.get("trec_runs", "all") not in ("all", "key", "none"):
+        raise r.err("report.trec_runs", "expected 'all', 'key' or 'none'", "report")
+    if not isinstance(rep.get("trec_gzip", False), bool):
+        raise r.err("report.trec_gzip", "expected true or false", "report")
+    kw["trec_runs"] = rep.get("trec_runs", "all")
+    kw["trec_gzip"] = rep.get("trec_gzip", False)
     spec = Spec(**kw)
     try:
         spec.variants()  # validate every generated config now, not mid-run

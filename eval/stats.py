@@ -9,6 +9,7 @@ import memofs_eval._env  # noqa: F401
 import numpy as np
 import pandas as pd
 from ranx import compare
+from ranx.statistical_tests import paired_student_t_test
 
 from memofs_eval.metrics import per_query, qrels, ranx_run
 
@@ -55,6 +56,21 @@ def fisher_randomisation(control: Sequence[float], treatment: Sequence[float], n
     signs = rng.integers(0, 2, size=(n_permutations, d.size), dtype=np.int8) * 2 - 1
     permuted = np.abs(signs @ d) / d.size
     return float(np.mean(permuted >= observed - 1e-12))
+
+
+def paired_pvalue(control: Sequence[float], treatment: Sequence[float], test: str, n_permutations: int = 1000, seed: int = 42) -> float:
+    """p-value from per-query scores already computed by ranx: ``student`` = ranx's paired
+    t-test (what ``compare`` runs after evaluating), ``fisher`` = :func:`fisher_randomisation`."""
+    a = np.asarray(control, dtype=np.float64)
+    b = np.asarray(treatment, dtype=np.float64)
+    if test == "fisher":
+        return fisher_randomisation(a, b, n_permutations, seed)
+    if test != "student":
+        raise ValueError(f"unknown test {test!r}")
+    if np.array_equal(a, b):
+        return 1.0  # identical systems: scipy would return NaN
+    p, _ = paired_student_t_test(a, b, 0.05)
+    return float(p)
 
 
 def paired_pvalues(judged: Mapping[str, Mapping[str, int]], control: Mapping[str, Sequence[str]], treatment: Mapping[str, Sequence[str]],

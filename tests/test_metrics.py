@@ -129,3 +129,14 @@ def test_fisher_randomisation_against_exact_enumeration():
     approx = S.fisher_randomisation(control, treatment, n_permutations=20000, seed=1)
     assert approx == pytest.approx(exact, abs=0.01)
     assert S.fisher_randomisation(control, control) == 1.0
+
+
+def test_pvalue_from_scores_equals_ranx_compare():
+    """The report tests per-query scores it already has; the p-value must be ranx compare's."""
+    qrels, scored = _random_case(9, n_queries=30)
+    a = {q: rank_scores(s, 20) for q, s in scored.items()}
+    b = {q: d[1:] + d[:1] for q, d in a.items()}
+    pa, pb = M.per_query(qrels, a, ["ndcg@10"]), M.per_query(qrels, b, ["ndcg@10"])
+    via_compare = S.paired_pvalues(qrels, a, b, ["ndcg@10"], "student")["ndcg@10"]
+    assert S.paired_pvalue(pa["ndcg@10"], pb["ndcg@10"], "student") == pytest.approx(via_compare, rel=1e-12)
+    assert S.paired_pvalue(pa["ndcg@10"], pa["ndcg@10"], "student") == 1.0
