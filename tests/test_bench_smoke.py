@@ -25,7 +25,6 @@ def test_lexical_bench_quick(tmp_path):
 
 # --- performance suite (eval/bench/{recall,store,harness,all,readme,plots}.py) -------------
 import hashlib
-import math
 import re
 from collections import Counter
 
