@@ -65,9 +65,12 @@ def dense_scores(data: EvalData, query_texts: Mapping[str, str], k: int, embedde
     emb = CachedEmbedder(inner, embedding_cache(cache_root))
     emb.warm([m.text for m in data.dataset.memories] + [query_texts[q.id] for q in data.queries])
     out: Scored = {}
+    matrices: dict[str | None, np.ndarray] = {}  # one corpus matrix per scope
     for q in data.queries:
         corpus = data.dataset.corpus_for(q)
-        vecs = emb.encode([m.text for m in corpus]).astype(np.float64)
+        if q.scope not in matrices:
+            matrices[q.scope] = emb.encode([m.text for m in corpus]).astype(np.float64)
+        vecs = matrices[q.scope]
         qv = emb.encode([query_texts[q.id]])[0].astype(np.float64)
         cos = vecs @ qv
         scores = {m.id: float(c) for m, c in zip(corpus, cos, strict=True)}

@@ -31,6 +31,7 @@ def _with_datasets(spec: Spec, paths: list[str], loader: str | None) -> Spec:
     entry, or detected from the path)."""
     from memofs_eval.data import detect_loader
 
+    paths = [p for p in paths if p.strip()]  # `make eval-locomo` without LOCOMO passes ""
     if not paths:
         return spec
     refs = []

@@ -78,6 +78,17 @@ def method_table(exp: Experiment, res: pd.DataFrame, dataset: str, subset: str, 
     return pd.DataFrame(rows)
 
 
+def dataset_table(exp: Experiment, res: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Key methods (rows) x datasets (columns) on each dataset's headline subset."""
+    cols = {}
+    order: list[str] = []
+    for dr in exp.datasets:
+        sub = res[(res.dataset == dr.data.name) & (res.subset == dr.data.headline_subset) & (res.category == "all") & (res.metric == metric)]
+        cols[f"{dr.data.name} ({dr.data.headline_subset})"] = {m: f"{v:.4f}{_marks(exp, dr.data.name, m, metric)}" for m, v in zip(sub.method, sub.score)}
+        order += [m for m in headline_methods(exp, list(dr.runs)) if m not in order]
+    return pd.DataFrame([{"method": m, **{c: v.get(m, "") for c, v in cols.items()}} for m in order])
+
+
 def headline_methods(exp: Experiment, methods: list[str]) -> list[str]:
     return [m for m in methods if exp.methods[m].group in KEY_GROUPS]
 
@@ -211,6 +222,8 @@ def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path],
     if gate is not None:
         blocks.append(("h2", "CI gate"))
         blocks.append(("p", ("PASS" if gate["ok"] else "FAIL") + f" against `{gate['baseline']}`: " + "; ".join(gate["lines"])))
+    blocks.append(("h2", f"Summary across datasets ({spec.stats.metrics[0]}, headline subsets)"))
+    blocks.append(("table", dataset_table(exp, res, spec.stats.metrics[0])))
     for dr in exp.datasets:
         name, subset = dr.data.name, dr.data.headline_subset
         methods = list(dr.runs)
@@ -350,7 +363,20 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
     if latest is not None and latest.resolve() != out.resolve():
-        if latest.exists():
-            shutil.rmtree(latest)
-        shutil.copytree(out, latest)
+        replace_dir(out, latest)
     return out
+
+
+def replace_dir(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` via a temporary sibling and renames, so concurrent runs
+    never leave a half-copied ``latest``."""
+    import os
+
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    if dest.exists():
+        dest.rename(old)
+    tmp.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
