@@ -214,7 +214,8 @@ def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path],
     """The report as blocks: ("h", text) | ("p", text) | ("table", DataFrame) | ("fig", path)."""
     spec = exp.spec
     blocks: list[tuple[str, object]] = [("h1", f"memofs evaluation: {spec.name}")]
-    blocks.append(("p", f"Spec `{spec.path.name}`, seed {spec.seed}, run depth k = {spec.k}, embedder `{spec.embedder}`. "
+    blocks.append(("p", f"Spec `{spec.path.name}`, seed {spec.seed}, K = {spec.k} (the pipeline returns its top K from pools of K*3 / K*2; "
+                        f"cutoffs above K see only K results), embedder `{spec.embedder}`. "
                         "Headline numbers are on the held-out split where a dataset fixes one, else on all queries. "
                         "Marks: `*` Student's paired t, `+` Fisher randomisation, significant vs `default` after "
                         f"Holm-Bonferroni over all {len(exp.significance) // max(1, len(spec.stats.tests))} comparisons of this report "
