@@ -224,6 +224,25 @@ class Dataset:
             return None
         return self.root / self.source_tree / namespace
 
+    def graph_for(self, namespace: str | None) -> tuple[tuple[GraphNode, ...], tuple[GraphEdge, ...]]:
+        """The entity graph a query scoped to ``namespace`` sees.
+
+        Node ids of the form ``<namespace>:...`` belong to that namespace (the authored
+        datasets prefix each project's graph so); other nodes are shared by every scope.
+        Edges are kept when both ends are visible. Unscoped queries see the whole graph.
+        """
+        if namespace is None:
+            return self.graph_nodes, self.graph_edges
+        spaces = set(self.namespaces)
+
+        def visible(node_id: str) -> bool:
+            head = node_id.split(":", 1)[0] if ":" in node_id else None
+            return head not in spaces or head == namespace
+
+        nodes = tuple(n for n in self.graph_nodes if visible(n.id))
+        ids = {n.id for n in nodes}
+        return nodes, tuple(e for e in self.graph_edges if e.source in ids and e.target in ids)
+
     def changes_for(self, namespace: str) -> dict[str, Change]:
         """Declared changes of one namespace's tree, keyed by anchor path."""
         return {c.path: c for c in self.changes if c.namespace == namespace}

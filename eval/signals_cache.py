@@ -38,11 +38,17 @@ RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py"})  # applied live, nev
 def extraction_code_hash() -> str:
     """Hash of the memofs sources that shape signals (all but fusion, which is recombined
     live): a pipeline change invalidates cached frames instead of silently reusing them."""
+    import memofs_datasets.format as dataset_format
+
     h = hashlib.sha256()
     for p in sorted(_MEMOFS.rglob("*.py")):
         if p.name not in RECOMBINATION_ONLY:
             h.update(p.relative_to(_MEMOFS).as_posix().encode())
             h.update(p.read_bytes())
+    # how corpora, scopes and graphs are built from a dataset shapes the frames too
+    for p in (Path(__file__), Path(dataset_format.__file__)):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -86,7 +92,6 @@ def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root:
     by_scope: dict[str | None, list] = defaultdict(list)
     for q in data.queries:
         by_scope[q.scope].append(q)
-    graph_nodes, graph_edges = ds.graph_nodes, ds.graph_edges
     frames: dict[str, SignalFrame] = {}
     bar = tqdm(total=len(data.queries), desc=f"signals {data.name} [{embedder}]", disable=not progress, leave=False)
     if emb is not None:
@@ -94,7 +99,7 @@ def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root:
     for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
         queries = by_scope[scope]
         corpus = ds.corpus_for(queries[0])
-        rec = Recaller(scfg, embedder=emb, graph=EntityGraph(graph_nodes, graph_edges), anchor_root=_anchor_root(data, scope))
+        rec = Recaller(scfg, embedder=emb, graph=EntityGraph(*ds.graph_for(scope)), anchor_root=_anchor_root(data, scope))
         vectors = emb.encode([m.text for m in corpus]) if emb is not None else None
         rec.add(corpus, vectors=vectors)
         if emb is not None:  # the rewritten query texts, encoded in one batch

@@ -416,3 +416,14 @@ def test_agent_memory_meets_its_datasheet():
     assert any(n.status in ("retired", "deprecated") for n in ds.graph_nodes)
     kinds = {c.change for c in ds.changes}
     assert kinds == {"modified", "deleted"}
+
+
+def test_graph_is_scoped_by_namespace_prefix():
+    from memofs_datasets.format import bundled_datasets, load_dataset
+
+    ds = load_dataset(bundled_datasets()["agent-memory"])
+    nodes, edges = ds.graph_for("atlas")
+    assert nodes and all(n.id.startswith("atlas:") for n in nodes)
+    ids = {n.id for n in nodes}
+    assert all(e.source in ids and e.target in ids for e in edges)
+    assert len(ds.graph_for(None)[0]) == len(ds.graph_nodes) > len(nodes)
