@@ -32,8 +32,10 @@ test: install
 eval: install
 	$(PY) -m memofs_eval.cli run eval/specs/default.toml --quiet
 
+LOCOMO ?= ../shared/datasets/locomo
+
 eval-locomo: install
-	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)"
+	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)" --loader locomo --quiet --out reports/locomo
 
 notebooks: install
 	$(PY) -m memofs_eval.notebooks
