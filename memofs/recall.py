@@ -77,7 +77,7 @@ class Recaller:
         self._lexical: dict[tuple[float, float, float], BM25Index] = {}
         self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.config.fuzzy_partial)
         self._graph_docs: dict[str, str] = {}
-        self._frame_cache: tuple | None = None
+        self._columns: dict[int, _CorpusColumns] = {}
         self.refresh_graph()
 
     # --- corpus ---------------------------------------------------------------------
@@ -121,7 +121,7 @@ class Recaller:
             if self._vectors is None:
                 self._vectors = VectorIndex(vectors.shape[1])
             self._vectors.upsert([m.id for m in mems], vectors)
-        self._frame_cache = None
+        self._columns.clear()
 
     def remove(self, ids: Iterable[str]) -> None:
         ids = [i for i in ids if i in self._memories]
@@ -132,13 +132,13 @@ class Recaller:
         self._rerank_index.remove(ids)
         if self._vectors is not None:
             self._vectors.remove(ids)
-        self._frame_cache = None
+        self._columns.clear()
 
     def disable_vectors(self) -> None:
         """Go lexical-only (zero-key tier 2): drop the embedder and any stored vectors."""
         self.embedder = SafeEmbedder(None)
         self._vectors = None
-        self._frame_cache = None
+        self._columns.clear()
 
     def refresh_graph(self) -> None:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
@@ -149,34 +149,15 @@ class Recaller:
             idx.add_many(self._graph_docs.items())
         self._rerank_index.remove(old)
         self._rerank_index.add_many(self._graph_docs.items())
-        self._frame_cache = None
+        self._columns.clear()
 
     # --- signals --------------------------------------------------------------------
-    def _static(self, now: datetime) -> tuple:
-        """Per-document columns that do not depend on the query (cached per ``now``)."""
-        if self._frame_cache is not None and self._frame_cache[0] == now:
-            return self._frame_cache[1]
-        idx = self._lexical_index(self.config)
-        ids = idx.ids
-        n = len(ids)
-        age = np.full(n, np.nan)
-        conf = np.full(n, np.nan)
-        kind = np.empty(n, dtype=np.int64)
-        is_graph = np.zeros(n, dtype=bool)
-        for i, doc_id in enumerate(ids):
-            m = self._memories.get(doc_id)
-            if m is None:
-                is_graph[i] = True
-                kind[i] = kind_code("graph")
-                continue
-            kind[i] = kind_code(m.kind)
-            if m.created_at is not None:
-                age[i] = max(0.0, (now - m.created_at).total_seconds() / 86400.0)
-            if m.confidence is not None:
-                conf[i] = m.confidence
-        order_key = idx.score([]).order_key
-        cols = (ids, order_key, age, conf, kind, is_graph)
-        self._frame_cache = (now, cols)
+    def _layout(self, idx: BM25Index) -> _CorpusColumns:
+        """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
+        cols = self._columns.get(id(idx))
+        if cols is None:
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
+            self._columns[id(idx)] = cols
         return cols
 
     def _now(self, now: datetime | None) -> datetime:
@@ -205,9 +186,11 @@ class Recaller:
         now = self._now(now)
         rq, resolved = self.query_text(query, task_type, cfg)
         text = rq.text
-        ids, order_key, age, conf, kind, is_graph = self._static(now)
-        lex = self._lexical_index(cfg).score(text)
-        assert lex.ids == ids
+        idx = self._lexical_index(cfg)
+        cols = self._layout(idx)
+        ids = cols.ids
+        age = np.maximum(0.0, (now.timestamp() - cols.created_ts) / 86400.0)
+        lex = idx.score(text)
         n = len(ids)
         cosine = np.full(n, np.nan)
         vector_ok = False
@@ -218,12 +201,8 @@ class Recaller:
                 notes.append(f"embedder {self.embedder.name} failed: lexical only")
             else:
                 vector_ok = True
-                vids, vs = self._vectors.scores(qv[0])
-                pos = {d: j for j, d in enumerate(vids)}
-                for i, d in enumerate(ids):
-                    j = pos.get(d)
-                    if j is not None:
-                        cosine[i] = vs[j]
+                has = cols.vector_rows >= 0
+                cosine[has] = self._vectors.row_scores(qv[0])[cols.vector_rows[has]]
         elif not self.embedder.available:
             notes.append("no embedder: lexical only")
         rerank = np.full(n, np.nan)
@@ -234,16 +213,14 @@ class Recaller:
         stale = np.zeros(n, dtype=bool)
         reasons: dict[str, str] = {}
         if self.anchors.root is not None:
-            for i, d in enumerate(ids):
-                m = self._memories.get(d)
-                if m is not None and m.anchors:
-                    drift = self.anchors.drift(m.anchors)
-                    if drift is not None:
-                        stale[i] = True
-                        reasons[d] = str(drift)
+            for i in cols.anchored_rows:
+                drift = self.anchors.drift(self._memories[ids[i]].anchors)
+                if drift is not None:
+                    stale[i] = True
+                    reasons[ids[i]] = str(drift)
         return SignalFrame(
-            ids=ids, order_key=order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
-            age_days=age, confidence=conf, kind=kind, stale=stale, is_graph=is_graph,
+            ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
+            age_days=age, confidence=cols.confidence, kind=cols.kind, stale=stale, is_graph=cols.is_graph,
             query_text=text, vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons,
             entities=tuple(resolved), notes=notes,
         )
@@ -328,3 +305,42 @@ def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
         "pools": {"vector": bool(p["vector_pool"]), "lexical": bool(p["lexical_pool"])},
         "query": frame.query_text,
     }
+
+
+@dataclass(frozen=True)
+class _CorpusColumns:
+    """Per-document columns that do not depend on the query, aligned with a BM25 index."""
+
+    ids: tuple[str, ...]
+    order_key: NDArray[np.int64]
+    created_ts: NDArray[np.float64]  # POSIX seconds; NaN when unknown (recency then 0.5)
+    confidence: NDArray[np.float64]
+    kind: NDArray[np.int64]
+    is_graph: NDArray[np.bool_]
+    vector_rows: NDArray[np.int64]  # row in the vector index, -1 when the document has none
+    anchored_rows: tuple[int, ...]
+
+    @classmethod
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
+        ids = idx.ids
+        n = len(ids)
+        created = np.full(n, np.nan)
+        conf = np.full(n, np.nan)
+        kind = np.empty(n, dtype=np.int64)
+        is_graph = np.zeros(n, dtype=bool)
+        anchored = []
+        for i, doc_id in enumerate(ids):
+            m = memories.get(doc_id)
+            if m is None:
+                is_graph[i] = True
+                kind[i] = kind_code("graph")
+                continue
+            kind[i] = kind_code(m.kind)
+            if m.created_at is not None:
+                created[i] = m.created_at.timestamp()
+            if m.confidence is not None:
+                conf[i] = m.confidence
+            if m.anchors:
+                anchored.append(i)
+        rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
+        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, tuple(anchored))

@@ -119,6 +119,18 @@ class VectorIndex:
                 n += 1
         return n
 
+    def rows_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        """Row of each id in :meth:`row_scores` order (-1 when absent). Valid until the next
+        upsert or removal."""
+        if self._dead:
+            self._compact()
+        row = self._row
+        return np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+
+    def row_scores(self, query_vec: NDArray) -> NDArray[np.float32]:
+        """Cosine of the query with every live row, in row order (see :meth:`rows_of`)."""
+        return self._all_scores(query_vec, None)[0]
+
     def _compact(self) -> None:
         alive = np.fromiter((i is not None for i in self._ids), dtype=bool, count=len(self._ids))
         keep = np.flatnonzero(alive)

@@ -112,3 +112,19 @@ def test_remove_then_reinsert():
     index.upsert(["a"], np.array([[1.0, 0.0]]))
     assert index.search(np.array([1.0, 0.0]), 1) == [("a", 1.0)]
     assert len(index) == 2
+
+
+def test_rows_of_and_row_scores_align_after_removals():
+    from memofs.vector_index import VectorIndex
+
+    rng = np.random.default_rng(3)
+    idx = VectorIndex(4)
+    ids = [f"v{i}" for i in range(6)]
+    idx.upsert(ids, rng.normal(size=(6, 4)))
+    idx.remove(["v1", "v4"])
+    q = rng.normal(size=4)
+    rows = idx.rows_of(["v5", "v1", "v0"])
+    assert rows[1] == -1
+    got = idx.row_scores(q)[rows[[0, 2]]]
+    qn = q / np.linalg.norm(q)
+    np.testing.assert_allclose(got, [idx.vector("v5") @ qn, idx.vector("v0") @ qn], rtol=1e-6)
