@@ -116,6 +116,11 @@ def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArra
     rows = np.flatnonzero(mask)
     if rows.size == 0 or n <= 0:
         return rows[:0]
+    if rows.size > n:
+        # keep every row tied with the n-th best value, so the id tie-break below is exact
+        v = values[rows]
+        kth = v[np.argpartition(-v, n - 1)[:n]].min()
+        rows = rows[v >= kth]
     return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
 
 
