@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import memofs_eval._env  # noqa: F401
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from memofs_eval import metrics as M
+from memofs_eval import attribution as A
+from memofs_eval import measures as MS
 from memofs_eval import stats as S
 from memofs_eval.baselines import baseline_runs
 from memofs_eval.data import EvalData, load
@@ -49,6 +51,8 @@ class DatasetResult:
     baseline_params: dict = field(default_factory=dict)
     embedder_names: dict[str, str] = field(default_factory=dict)  # spec name -> resolved name
     timings: dict[str, float] = field(default_factory=dict)
+    facts: MS.Facts | None = None  # superseded / stale / expired memories and texts (memofs_eval.measures)
+    attribution: pd.DataFrame | None = None  # the default pipeline's top-K hits, split by signal
 
 
 @dataclass
@@ -77,14 +81,17 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         groups[v.signal_group].append(v)
     runs: dict[str, Ranked] = {}
     per_query: dict[str, pd.DataFrame] = {}
+    attribution: pd.DataFrame | None = None
     emb_names: dict[str, str] = {}
     default_text: dict[str, str] = {}
     metric_list = list(dict.fromkeys(list(spec.metrics) + list(spec.headline) + list(spec.stats.metrics)
                                      + ([spec.tune.metric] if spec.tune else [])))
     qids = [q.id for q in data.queries]
+    facts = MS.build_facts(data.dataset, spec.default_config().kind_expiry_days, qids)
 
-    def evaluate(ranked: Ranked) -> pd.DataFrame:
-        return M.per_query(data.qrels, ranked, metric_list)
+    def evaluate(ranked: Ranked, judged: dict | None = None) -> pd.DataFrame:
+        # ranx metrics and the briefing/temporal measures, per query, in one frame
+        return MS.per_query(facts, data.qrels if judged is None else judged, ranked, metric_list)
 
     evaluate({})  # load ranx's compiled kernels once, before the pool forks
     t_sig = t_fuse = 0.0
@@ -96,6 +103,9 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         emb_names[members[0].embedder] = fs.embedder_name
         if any(v.name == "default" for v in members):
             default_text = {q: f.query_text for q, f in fs.frames.items()}
+            dcfg = next(v.config for v in members if v.name == "default")
+            if dcfg.fusion == "formula":
+                attribution = A.hit_table(fs.frames, dcfg, data.qrels, data.category, spec.k)
         t = _timer()
         # identical configs (a sweep value equal to the default, ...) are computed once
         first: dict[str, str] = {}
@@ -127,7 +137,7 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
             tuned: Ranked = {q: runs[c][q] for q, c in chosen.items()}
             runs[TUNED] = tuned
             covered[TUNED] = sorted(tuned, key=qids.index)
-            per_query[TUNED] = M.per_query({q: data.qrels[q] for q in covered[TUNED]}, tuned, metric_list)
+            per_query[TUNED] = evaluate(tuned, {q: data.qrels[q] for q in covered[TUNED]})
         for v in tune_cands:  # candidates are not methods of the report unless also variants
             if v.name not in {x.name for x in variants}:
                 runs.pop(v.name), per_query.pop(v.name), covered.pop(v.name)
@@ -144,9 +154,9 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         for name, ranked in bruns.items():
             runs[name] = ranked
             covered[name] = [q for q in qids if q in ranked]
-            per_query[name] = M.per_query({q: data.qrels[q] for q in covered[name]}, ranked, metric_list)
+            per_query[name] = evaluate(ranked, {q: data.qrels[q] for q in covered[name]})
         timings["baselines_s"] = t()
-    return DatasetResult(data, runs, per_query, covered, tune_res, bparams, emb_names, timings)
+    return DatasetResult(data, runs, per_query, covered, tune_res, bparams, emb_names, timings, facts, attribution)
 
 
 def _significance(spec: Spec, results: list[DatasetResult], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -163,6 +173,8 @@ def _significance(spec: Spec, results: list[DatasetResult], progress: bool) -> t
                 for metric in st.metrics:
                     a = base_pq.loc[subset, metric].to_numpy()
                     b = dr.per_query[m].loc[subset, metric].to_numpy()
+                    both = np.isfinite(a) & np.isfinite(b)  # measures are NaN where they do not apply
+                    a, b = a[both], b[both]
                     pv = S.paired_pvalue(a, b, test, st.n_permutations, spec.seed)
                     rows.append({"dataset": dr.data.name, "method": m, "metric": metric, "test": test, "p": pv,
                                  "delta": float(b.mean() - a.mean())})
@@ -172,9 +184,11 @@ def _significance(spec: Spec, results: list[DatasetResult], progress: bool) -> t
             if len(qs) != len(subset):
                 continue
             for metric in spec.headline:
-                lo, hi = S.bootstrap_ci(pq.loc[qs, metric].to_numpy(), st.bootstrap, spec.seed)
+                vals = pq.loc[qs, metric].to_numpy()
+                vals = vals[np.isfinite(vals)]
+                lo, hi = S.bootstrap_ci(vals, st.bootstrap, spec.seed)
                 ci_rows.append({"dataset": dr.data.name, "method": m, "subset": dr.data.headline_subset, "metric": metric,
-                                "mean": float(pq.loc[qs, metric].mean()), "lo": lo, "hi": hi})
+                                "mean": float(vals.mean()) if vals.size else float("nan"), "lo": lo, "hi": hi})
     sig = pd.DataFrame(rows, columns=["dataset", "method", "metric", "test", "p", "delta"])
     sig["p_holm"] = float("nan")
     for test in sig["test"].unique():  # Holm across every comparison of the report, per test
@@ -235,5 +249,6 @@ def results_table(exp: Experiment) -> pd.DataFrame:
                         rows.append({"dataset": dr.data.name, "method": method, "group": info.group, "axis": info.axis,
                                      "value": "" if info.value is None else str(info.value), "embedder": info.embedder,
                                      "config_hash": info.config_hash, "subset": subset, "category": cat, "metric": metric,
-                                     "score": round(float(sub[metric].mean()), 10), "n_queries": len(sub)})
+                                     "score": round(float(sub[metric].mean()), 10), "n_queries": len(sub),
+                                     "n_scored": int(sub[metric].notna().sum())})
     return pd.DataFrame(rows)

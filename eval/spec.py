@@ -347,8 +347,16 @@ _METRIC = re.compile(r"^[a-z_]+(@\d+)?$")
 
 
 def _metric(r: _Reader, m: Any, key: str) -> str:
+    """A ranx metric name (``ndcg@10``) or a harness measure (``briefing_recall@4096``,
+    ``current_first``, ...: :mod:`memofs_eval.measures`), lower-cased."""
     if not isinstance(m, str) or not _METRIC.match(m.lower()):
-        raise r.err(key, f"{m!r} is not a ranx metric name like 'ndcg@10'")
+        raise r.err(key, f"{m!r} is not a ranx metric name like 'ndcg@10' or a measure like 'briefing_recall@8192'")
+    from memofs_eval.measures import parse
+
+    try:
+        parse(m)
+    except ValueError as exc:
+        raise r.err(key, str(exc)) from None
     return m.lower()
 
 

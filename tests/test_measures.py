@@ -241,3 +241,15 @@ def test_per_query_puts_measures_next_to_ranx(tiny):
     assert only["current_first"].equals(df["current_first"])
     with pytest.raises(ValueError, match="facts"):
         MS.per_query(None, judged, ideal, ["briefing_hit"])
+
+
+def test_spec_accepts_measures_and_names_the_line_of_a_bad_one(tmp_path):
+    from memofs_eval.spec import SpecError, load_spec
+
+    ok = tmp_path / "ok.toml"
+    ok.write_text('metrics = ["ndcg@10", "briefing_recall@4096", "current_first"]\n[[datasets]]\nname = "tiny"\n')
+    assert load_spec(ok).metrics == ("ndcg@10", "briefing_recall@4096", "current_first")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nmetrics = ["ndcg@10", "briefing_recall@100"]\n[[datasets]]\nname = "tiny"\n')
+    with pytest.raises(SpecError, match=r"bad\.toml:2: metrics: briefing_recall@100: budget"):
+        load_spec(bad)
