@@ -156,7 +156,7 @@ class Recaller:
         """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
         cols = self._columns.get(id(idx))
         if cols is None:
-            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors, self._rerank_index)
             self._columns[id(idx)] = cols
         return cols
 
@@ -208,7 +208,8 @@ class Recaller:
         rerank = np.full(n, np.nan)
         rerank_ok = False
         if isinstance(self.reranker, DeterministicFallbackReranker) and text.strip():
-            rerank = self._rerank_index.score(text).fuzzy.copy()
+            # the reranker's index may hold the same documents in another order
+            rerank = self._rerank_index.score(text).fuzzy[cols.rerank_rows]
             rerank_ok = True
         stale = np.zeros(n, dtype=bool)
         reasons: dict[str, str] = {}
@@ -318,10 +319,11 @@ class _CorpusColumns:
     kind: NDArray[np.int64]
     is_graph: NDArray[np.bool_]
     vector_rows: NDArray[np.int64]  # row in the vector index, -1 when the document has none
+    rerank_rows: NDArray[np.int64]  # position of each document in the reranker's index
     anchored_rows: tuple[int, ...]
 
     @classmethod
-    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None, rerank_index: BM25Index) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
         created = np.full(n, np.nan)
@@ -343,4 +345,6 @@ class _CorpusColumns:
             if m.anchors:
                 anchored.append(i)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
-        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, tuple(anchored))
+        rerank_pos = {d: i for i, d in enumerate(rerank_index.ids)}
+        rerank_rows = np.fromiter((rerank_pos[d] for d in ids), dtype=np.int64, count=n)
+        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, rerank_rows, tuple(anchored))

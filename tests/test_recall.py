@@ -217,3 +217,25 @@ def test_cross_encoder_reranker_on_local_weights(minilm):
     r.add(SEED)
     res = r.recall("tenant metadata", now=NOW, explain=True)
     assert res and res[0].explain["weights"]["rerank_blend"] == 0.5 and res[0].explain["signals"]["rerank"] is not None
+
+
+def test_signals_match_their_definitions_with_graph_documents_present():
+    """Every per-document signal is aligned with its id, whatever order the indexes hold."""
+    from memofs.bm25 import BM25Index
+    from memofs.rerank import DeterministicFallbackReranker
+
+    g = EntityGraph(nodes=[GraphNode("concept:d1", "D1", aliases=("cloudflare d1",)), GraphNode("concept:pg", "PostgreSQL")])
+    r = Recaller(graph=g)  # graph documents are indexed before any memory
+    r.add(SEED)
+    r.add([mem("late", "tenant metadata moved to a new D1 database", "note", 1)])
+    r.remove(["ci"])
+    q = "database driver for tenant metadata"
+    frame = r.signals(q, now=NOW, config=RecallConfig(use_rewrite=False, use_lexicon=False, use_entity_boost=False))
+    texts = {**{m.id: m.text for m in r.memories.values()}, **dict(g.bm25_documents())}
+    want_rr = DeterministicFallbackReranker().score(q, [texts[i] for i in frame.ids])
+    np.testing.assert_allclose(frame.rerank, want_rr, atol=1e-12)
+    fresh = BM25Index()
+    fresh.add_many((i, texts[i]) for i in sorted(texts))
+    s = fresh.score(q)
+    ref = dict(zip(s.ids, s.bm25))
+    np.testing.assert_allclose(frame.bm25, [ref[i] for i in frame.ids], atol=1e-12)
