@@ -2,6 +2,7 @@
 
     memofs-eval run SPEC [--dataset PATH ...] [--quiet] [--out DIR] [--no-gate]
     memofs-eval tune SPEC [--dataset PATH ...] [--quiet]
+    memofs-eval tune --learned
     memofs-eval baseline SPEC [--quiet]      # writes reports/baseline.json
 
 Exit codes: 0 ok; 1 the default pipeline fell below ``reports/baseline.json`` by more than
@@ -109,6 +110,13 @@ def cmd_run(args) -> int:
 
 
 def cmd_tune(args) -> int:
+    if args.learned:  # the learned fusion: grouped CV on LoCoMo and agent-memory, its own report
+        from memofs_eval import learned
+
+        reports = Path(args.out) if args.out else REPO / "reports"
+        return learned.main(["--out", str(reports / "learned")])
+    if args.spec is None:
+        raise SystemExit("tune needs a SPEC (or --learned)")
     from memofs_eval.report import write_report
 
     spec = load_spec(args.spec)
@@ -166,7 +174,9 @@ def parser() -> argparse.ArgumentParser:
                                ("tune", cmd_tune, "cross-validated grid search over [tune.grid]"),
                                ("baseline", cmd_baseline, "write reports/baseline.json from a spec")):
         s = sub.add_parser(name, help=helptext)
-        s.add_argument("spec", help="TOML experiment spec (e.g. eval/specs/default.toml)")
+        s.add_argument("spec", nargs="?" if name == "tune" else None, help="TOML experiment spec (e.g. eval/specs/default.toml)")
+        if name == "tune":
+            s.add_argument("--learned", action="store_true", help="train and cross-validate the learned fusion instead (python -m memofs_eval.learned)")
         s.add_argument("--dataset", action="append", help="dataset path replacing the spec's datasets (repeatable)")
         s.add_argument("--loader", choices=("memofs", "locomo", "longmemeval", "beir", "trec"), help="loader for --dataset paths")
         s.add_argument("--quiet", action="store_true", help="no progress bars (CI)")

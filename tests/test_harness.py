@@ -232,3 +232,12 @@ def test_select_uses_training_queries_only():
     scores = pd.DataFrame({"a": [1.0, 1.0, 0.0], "b": [0.0, 0.5, 1.0]}, index=["t1", "t2", "x"])
     chosen, info = select(scores, [(["t1", "t2"], ["x"])])
     assert chosen == {"x": "a"} and info[0]["test_mean"] == 0.0
+
+
+def test_tune_learned_is_wired_and_tune_without_spec_is_refused(capsys):
+    from memofs_eval import cli
+
+    args = cli.parser().parse_args(["tune", "--learned"])
+    assert args.learned and args.spec is None and args.fn is cli.cmd_tune
+    with pytest.raises(SystemExit, match="tune needs a SPEC"):
+        cli.main(["tune"])
