@@ -1,0 +1,108 @@
+"""Regenerate the README's evaluation tables from the committed reports.
+
+    python -m memofs_eval.readme_tables [--readme README.md]
+
+Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/results.csv``
+(make eval-locomo, when present) and ``reports/learned/summary.json``
+(``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
+between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
+``<!-- bench-lexical:start/end -->``. No number in those tables is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from memofs_eval._env import REPO
+from memofs_eval.bench.readme import between
+
+ROWS = (
+    ("default", "reference pipeline (spec defaults)"),
+    ("only:vector", "vector signal alone (MiniLM)"),
+    ("only:bm25", "BM25 signal alone"),
+    ("-decay", "reference without kind decay"),
+    ("-recency", "reference without recency"),
+    ("tuned", "reference weights tuned (CV / tune split)"),
+    ("baseline:bm25s", "bm25s"),
+    ("baseline:rrf", "ranx RRF"),
+    ("baseline:combsum", "ranx CombSUM (min-max)"),
+    ("baseline:wsum:tuned", "ranx weighted sum, tuned"),
+)
+
+
+def _scores(path: Path) -> dict[tuple[str, str], float]:
+    """(dataset, method) -> nDCG@10 on the headline subset (held-out where a split exists)."""
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    df = df[(df.metric == "ndcg@10") & (df.category == "all")]
+    out = {}
+    for (ds, method), g in df.groupby(["dataset", "method"]):
+        sub = g[g.subset == "heldout"] if (g.subset == "heldout").any() else g[g.subset == "all"]
+        if len(sub):
+            out[(ds, method)] = float(sub.score.iloc[0])
+    return out
+
+
+def headline_table(repo: Path = REPO) -> str:
+    scores = {**_scores(repo / "reports" / "latest" / "results.csv"), **_scores(repo / "reports" / "locomo" / "latest" / "results.csv")}
+    datasets = [d for d in ("agent-memory", "tiny", "locomo") if any(k[0] == d for k in scores)]
+    head = {"agent-memory": "agent-memory (held-out)", "tiny": "tiny (held-out)", "locomo": "LoCoMo (all)"}
+    lines = ["| method | " + " | ".join(head[d] for d in datasets) + " |", "|---|" + "---:|" * len(datasets)]
+    for method, label in ROWS:
+        cells = [f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    summary = repo / "reports" / "learned" / "summary.json"
+    if summary.is_file():
+        cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
+        learned = {"agent-memory": cv["agent_memory_leave_one_project_out_heldout"]["learned"],
+                   "locomo": cv["locomo_leave_one_conversation_out"]["learned"]}
+        cells = [f"{learned[d]:.3f}" if d in learned else "" for d in datasets]
+        lines.append("| learned fusion (held out: leave one project / conversation out) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def learned_table(repo: Path = REPO) -> str:
+    summary = repo / "reports" / "learned" / "summary.json"
+    if not summary.is_file():
+        return "(run `memofs-eval tune --learned`)"
+    cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
+    lines = ["| trained on | agent-memory (held-out) | LoCoMo |", "|---|---:|---:|"]
+    for name, row in cv["transfer"].items():
+        lines.append(f"| {name} | {row['agent-memory heldout']:.3f} | {row['LoCoMo (all)']:.3f} |")
+    return "\n".join(lines)
+
+
+def bench_file_table(path: Path) -> str:
+    """A micro-benchmark's table as its script wrote it (``make bench-lexical`` / ``bench-vector``)."""
+    if not path.is_file():
+        return f"(run the benchmark to create `{path.name}`)"
+    body = path.read_text(encoding="utf-8").split("\n", 1)[1].strip()  # drop the "# ..." title
+    return body + f"\n\n*From `reports/{path.name}`.*"
+
+
+def fill(text: str, start: str, end: str, body: str, where: str) -> str:
+    span = between(text, start, end, where)
+    assert span is not None
+    a, b = span
+    return text[:a] + "\n" + body + "\n" + text[b:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    a = ap.parse_args(argv)
+    text = a.readme.read_text(encoding="utf-8")
+    text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(), str(a.readme))
+    text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(), str(a.readme))
+    text = fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(REPO / "reports" / "bench-lexical.md"), str(a.readme))
+    a.readme.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

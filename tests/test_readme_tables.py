@@ -1,0 +1,42 @@
+"""The README's evaluation tables are generated from report files, never typed by hand."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from memofs_eval.bench.readme import MarkerError
+from memofs_eval.readme_tables import fill, headline_table, learned_table
+
+
+def _results(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["dataset", "method", "subset", "category", "metric", "score"]).to_csv(path, index=False)
+
+
+def test_headline_reads_heldout_ndcg_and_learned_cv(tmp_path):
+    _results(tmp_path / "reports/latest/results.csv", [
+        ("agent-memory", "default", "heldout", "all", "ndcg@10", 0.40571),
+        ("agent-memory", "default", "all", "all", "ndcg@10", 0.99),  # not the headline subset
+        ("agent-memory", "default", "heldout", "all", "mrr@10", 0.5),
+        ("agent-memory", "baseline:rrf", "heldout", "paraphrase", "ndcg@10", 0.1),  # a category row
+        ("agent-memory", "baseline:rrf", "heldout", "all", "ndcg@10", 0.7553),
+    ])
+    _results(tmp_path / "reports/locomo/latest/results.csv", [("locomo", "default", "all", "all", "ndcg@10", 0.19585)])
+    (tmp_path / "reports/learned").mkdir(parents=True)
+    (tmp_path / "reports/learned/summary.json").write_text(json.dumps({"cv": {
+        "agent_memory_leave_one_project_out_heldout": {"learned": 0.656},
+        "locomo_leave_one_conversation_out": {"learned": 0.5048},
+        "transfer": {"trained on LoCoMo": {"agent-memory heldout": 0.63, "LoCoMo (all)": 0.508}}}}))
+    table = headline_table(tmp_path)
+    assert "| reference pipeline (spec defaults) | 0.406 | 0.196 |" in table
+    assert "| ranx RRF | 0.755 |  |" in table
+    assert table.splitlines()[-1].endswith("| 0.656 | 0.505 |")
+    assert "| trained on LoCoMo | 0.630 | 0.508 |" in learned_table(tmp_path)
+
+
+def test_fill_replaces_only_between_markers():
+    text = "a\n<!-- x:start -->\nold\n<!-- x:end -->\nb"
+    assert fill(text, "<!-- x:start -->", "<!-- x:end -->", "new", "R") == "a\n<!-- x:start -->\nnew\n<!-- x:end -->\nb"
+    with pytest.raises(MarkerError):
+        fill("no markers", "<!-- x:start -->", "<!-- x:end -->", "new", "R")
