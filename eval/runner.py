@@ -9,9 +9,12 @@ receiving pickled copies.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -19,6 +22,8 @@ from tqdm.auto import tqdm
 from memofs.config import RecallConfig
 from memofs.fusion import fuse
 from memofs.signals import SignalFrame
+
+log = logging.getLogger(__name__)
 
 Ranked = dict[str, list[str]]
 _FRAMES: dict[tuple, dict[str, SignalFrame]] = {}  # set before the pool forks
@@ -63,12 +68,18 @@ def run_all(jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tup
     try:
         use_pool = workers > 1 and len(jobs) > 1 and "fork" in mp.get_all_start_methods() and os.name == "posix"
         if use_pool:
-            with mp.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-                for i, ranked, extra in pool.imap_unordered(_work, range(len(jobs)), chunksize=max(1, len(jobs) // (8 * workers))):
-                    results[i] = (ranked, extra)
-                    bar.update(1)
-        else:
-            for i in range(len(jobs)):
+            try:
+                # an executor, unlike multiprocessing.Pool, reports a dead worker instead of hanging
+                with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("fork")) as ex:
+                    for i, ranked, extra in ex.map(_work, range(len(jobs)), chunksize=max(1, len(jobs) // (8 * workers))):
+                        results[i] = (ranked, extra)
+                        bar.update(1)
+            except BrokenProcessPool:
+                # GNU OpenMP aborts a child forked after the parent used it (torch does, e.g.
+                # once MiniLM has encoded in this process): finish the remaining jobs here
+                log.warning("a recombination worker died (fork after OpenMP use?); finishing serially")
+        for i in range(len(jobs)):
+            if i not in results:
                 results[i] = _work(i)[1:]
                 bar.update(1)
     finally:

@@ -10,7 +10,9 @@ scoring never reads the wall clock itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +47,24 @@ class RecallResult:
     score: float
     memory: Memory | None
     explain: dict[str, Any] | None = None
+
+
+class _Stopwatch:
+    """``with stage(name):`` adds the block's wall time to ``profile[name]`` (no-op when None)."""
+
+    def __init__(self, profile: dict[str, float] | None) -> None:
+        self.profile = profile
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.profile is None:
+            yield
+            return
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.profile[name] = self.profile.get(name, 0.0) + time.perf_counter() - t0
 
 
 class Recaller:
@@ -178,53 +198,73 @@ class Recaller:
             rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon, extra_terms=self.graph.expansion_terms(resolved))
         return rq, resolved
 
-    def signals(self, query: str, *, task_type: str | None = None, now: datetime | None = None, config: RecallConfig | None = None) -> SignalFrame:
-        """Every signal of every document for ``query`` (see :class:`SignalFrame`)."""
+    def signals(
+        self,
+        query: str,
+        *,
+        task_type: str | None = None,
+        now: datetime | None = None,
+        config: RecallConfig | None = None,
+        profile: dict[str, float] | None = None,
+    ) -> SignalFrame:
+        """Every signal of every document for ``query`` (see :class:`SignalFrame`).
+
+        ``profile``, when given, accumulates seconds per stage (the benchmarks read it).
+        """
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
+        stage = _Stopwatch(profile)
         cfg = config or self.config
         now = self._now(now)
-        rq, resolved = self.query_text(query, task_type, cfg)
+        with stage("rewrite + entities"):
+            rq, resolved = self.query_text(query, task_type, cfg)
         text = rq.text
-        idx = self._lexical_index(cfg)
-        cols = self._layout(idx)
-        ids = cols.ids
-        age = np.maximum(0.0, (now.timestamp() - cols.created_ts) / 86400.0)
-        lex = idx.score(text)
-        n = len(ids)
+        with stage("frame build"):
+            idx = self._lexical_index(cfg)
+            cols = self._layout(idx)
+            ids = cols.ids
+            age = np.maximum(0.0, (now.timestamp() - cols.created_ts) / 86400.0)
+            n = len(ids)
+        with stage("lexical (BM25 + fuzzy)"):
+            lex = idx.score(text)
         cosine = np.full(n, np.nan)
         vector_ok = False
         notes: list[str] = []
         if self._vectors is not None and len(self._vectors) and text.strip():
-            qv = self.embedder.encode([text])
+            with stage("query embedding"):
+                qv = self.embedder.encode([text])
             if qv is None:
                 notes.append(f"embedder {self.embedder.name} failed: lexical only")
             else:
                 vector_ok = True
-                has = cols.vector_rows >= 0
-                cosine[has] = self._vectors.row_scores(qv[0])[cols.vector_rows[has]]
+                with stage("vector cosine"):
+                    has = cols.vector_rows >= 0
+                    cosine[has] = self._vectors.row_scores(qv[0])[cols.vector_rows[has]]
         elif not self.embedder.available:
             notes.append("no embedder: lexical only")
         rerank = np.full(n, np.nan)
         rerank_ok = False
         if isinstance(self.reranker, DeterministicFallbackReranker) and text.strip():
-            # the reranker's index may hold the same documents in another order
-            rerank = self._rerank_index.score(text).fuzzy[cols.rerank_rows]
+            with stage("rerank overlap"):
+                # the reranker's index may hold the same documents in another order
+                rerank = self._rerank_index.score(text).fuzzy[cols.rerank_rows]
             rerank_ok = True
         stale = np.zeros(n, dtype=bool)
         reasons: dict[str, str] = {}
         if self.anchors.root is not None:
-            for i in cols.anchored_rows:
-                drift = self.anchors.drift(self._memories[ids[i]].anchors)
-                if drift is not None:
-                    stale[i] = True
-                    reasons[ids[i]] = str(drift)
-        return SignalFrame(
-            ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
-            age_days=age, confidence=cols.confidence, kind=cols.kind, stale=stale, is_graph=cols.is_graph,
-            query_text=text, vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons,
-            entities=tuple(resolved), notes=notes,
-        )
+            with stage("anchor check"):
+                for i in cols.anchored_rows:
+                    drift = self.anchors.drift(self._memories[ids[i]].anchors)
+                    if drift is not None:
+                        stale[i] = True
+                        reasons[ids[i]] = str(drift)
+        with stage("frame build"):
+            return SignalFrame(
+                ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
+                age_days=age, confidence=cols.confidence, kind=cols.kind, stale=stale, is_graph=cols.is_graph,
+                query_text=text, vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons,
+                entities=tuple(resolved), notes=notes,
+            )
 
     # --- recall ---------------------------------------------------------------------
     def _pool_rerank(self, frame: SignalFrame, cfg: RecallConfig, k: int) -> None:
@@ -255,15 +295,23 @@ class Recaller:
         now: datetime | None = None,
         explain: bool = False,
         config: RecallConfig | None = None,
+        profile: dict[str, float] | None = None,
     ) -> list[RecallResult]:
-        """The top ``k`` memories for ``query`` (default ``config.top_k``)."""
+        """The top ``k`` memories for ``query`` (default ``config.top_k``); ``profile`` as in
+        :meth:`signals`."""
         cfg = config or self.config
         k = cfg.top_k if k is None else k
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        frame = self.signals(query, task_type=task_type, now=now, config=cfg)
-        self._pool_rerank(frame, cfg, k)
-        fused = fuse(frame, cfg, k)
+        frame = self.signals(query, task_type=task_type, now=now, config=cfg, profile=profile)
+        stage = _Stopwatch(profile)
+        with stage("fusion"):
+            self._pool_rerank(frame, cfg, k)
+            fused = fuse(frame, cfg, k)
+        with stage("results"):
+            return self._results(frame, fused, explain)
+
+    def _results(self, frame: SignalFrame, fused: Fused, explain: bool) -> list[RecallResult]:
         out = []
         for pos, row in enumerate(fused.rows.tolist()):
             doc_id = frame.ids[row]

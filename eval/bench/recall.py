@@ -273,73 +273,11 @@ def frozen_for(rec: Recaller, qs: Sequence[str], live) -> FrozenQueryEmbedder:
 
 # ---------------------------------------------------------------------- stage profile
 def staged_recall(rec: Recaller, query: str, now: datetime, k: int) -> tuple[list[tuple[str, float]], dict[str, float]]:
-    """``Recaller.recall`` replayed stage by stage (same calls, same order) with a timer per
-    stage; returns the (id, score) list and seconds per stage. Uses the Recaller's private
-    parts, so callers compare the result with ``recall`` (see :func:`measure_size`)."""
-    cfg = rec.config
+    """``Recaller.recall`` with its own per-stage stopwatch (``profile=``): the (id, score)
+    list and seconds per stage. The timing lives in the pipeline, so nothing is replayed."""
     t: dict[str, float] = dict.fromkeys(STAGES, 0.0)
-
-    def lap(stage: str, fn: Callable[[], Any]) -> Any:
-        out, dt = timed(fn)
-        t[stage] += dt
-        return out
-
-    rq, resolved = lap("rewrite + entities", lambda: rec.query_text(query, None, cfg))
-    text = rq.text
-    ids, order_key, age, conf, kind, is_graph = lap("frame build", lambda: rec._static(now))
-    lex = lap("lexical (BM25 + fuzzy)", lambda: rec._lexical_index(cfg).score(text))
-    n = len(ids)
-    cosine = np.full(n, np.nan)
-    vector_ok = False
-    if rec._vectors is not None and len(rec._vectors) and text.strip():
-        qv = lap("query embedding", lambda: rec.embedder.encode([text]))
-        if qv is not None:
-            vector_ok = True
-
-            def cos() -> None:
-                vids, vs = rec._vectors.scores(qv[0])
-                pos = {d: j for j, d in enumerate(vids)}
-                for i, d in enumerate(ids):
-                    j = pos.get(d)
-                    if j is not None:
-                        cosine[i] = vs[j]
-
-            lap("vector cosine", cos)
-    rerank = np.full(n, np.nan)
-    rerank_ok = False
-    if isinstance(rec.reranker, DeterministicFallbackReranker) and text.strip():
-        rerank = lap("rerank overlap", lambda: rec._rerank_index.score(text).fuzzy.copy())
-        rerank_ok = True
-    stale = np.zeros(n, dtype=bool)
-    reasons: dict[str, str] = {}
-
-    def anchors() -> None:
-        if rec.anchors.root is None:
-            return
-        for i, d in enumerate(ids):
-            m = rec._memories.get(d)
-            if m is not None and m.anchors:
-                drift = rec.anchors.drift(m.anchors)
-                if drift is not None:
-                    stale[i] = True
-                    reasons[d] = str(drift)
-
-    lap("anchor check", anchors)
-    frame = lap("frame build", lambda: SignalFrame(
-        ids=ids, order_key=order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
-        age_days=age, confidence=conf, kind=kind, stale=stale, is_graph=is_graph, query_text=text,
-        vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons, entities=tuple(resolved), notes=[]))
-
-    def fusion():
-        rec._pool_rerank(frame, cfg, k)
-        return fuse(frame, cfg, k)
-
-    fused = lap("fusion", fusion)
-
-    def results() -> list[tuple[str, float]]:
-        return [(frame.ids[r], float(s)) for r, s in zip(fused.rows.tolist(), fused.scores.tolist(), strict=True)]
-
-    return lap("results", results), t
+    hits = rec.recall(query, k, now=now, profile=t)
+    return [(h.id, h.score) for h in hits], t
 
 
 # ---------------------------------------------------------------------- peers
