@@ -24,8 +24,8 @@ Measured per size, interleaved query by query so machine noise hits all alike:
   computed before timing (a dict lookup, about a microsecond, stays in the timing);
 * peer: bm25s top-10 (its faster query path) on the same tokens + a bare numpy dense top-10
   (``M @ q``, ``argpartition``, sort of 10) on the same vectors; ratio = ours / peer;
-* a stage profile (:func:`staged_recall`) replaying ``Recaller.signals`` + ``recall`` step
-  by step with a timer per stage; every replayed result is checked against ``recall``;
+* a stage profile (:func:`staged_recall`) read from ``Recaller.recall``'s own per-stage
+  stopwatch (``profile=``); every profiled result is checked against a plain ``recall``;
 * context briefing build and cursor expansion latency (when ``memofs.briefing`` exists),
   each next to a plain ``recall`` of the same query;
 * peak RSS of building + querying the index, in a fresh subprocess: inputs loaded first,
@@ -505,7 +505,7 @@ def measure_size(n: int, cfg: RecallBenchConfig, live, cache) -> SizeResult:
             got, t = staged_recall(rec, q, NOW, cfg.k)
             want = [(r.id, r.score) for r in rec.recall(q, cfg.k, now=NOW)]
             if got != want:
-                raise AssertionError(f"staged replay diverged from Recaller.recall for {q!r}: {got[:3]} vs {want[:3]}")
+                raise AssertionError(f"profiled recall diverged from Recaller.recall for {q!r}: {got[:3]} vs {want[:3]}")
             for s, v in t.items():
                 per_stage[s].append(v * 1e3)
         if frozen.misses:
@@ -553,9 +553,9 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
             m, p = r.rss["memofs"], r.rss["peer"]  # type: ignore[index]
             lines.append(f"| {r.n:,} | {m['peak_mib']:.1f} | {m['resident_mib']:.1f} | {p['peak_mib']:.1f} | "
                          f"{m['peak_mib'] / max(p['peak_mib'], 0.1):.1f}x |")
-    lines += ["", f"Stage profile: mean ms per query over {cfg.profile_queries} queries (the growth table fits the per-stage medians), replaying "
-              "`Recaller.signals` + `recall` stage by stage with the live embedder (each replay is checked "
-              "to return exactly what `recall` returns); share of the replay's total in brackets.", "",
+    lines += ["", f"Stage profile: mean ms per query over {cfg.profile_queries} queries (the growth table fits the per-stage medians), from "
+              "`Recaller.recall`'s own per-stage stopwatch (`profile=`) with the live embedder (each profiled result is checked "
+              "to equal a plain `recall`); share of the total in brackets.", "",
               "| stage | " + " | ".join(f"{r.n:,}" for r in results) + " |",
               "|---|" + "---:|" * len(results)]
     for s in STAGES:
