@@ -30,6 +30,7 @@ from memofs.config import RecallConfig
 from memofs.fusion import fuse
 from memofs.signals import SignalFrame
 from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
+from memofs_eval.bench.output import emit
 
 
 @dataclass(frozen=True)
@@ -207,11 +208,7 @@ def main(argv: list[str] | None = None) -> str:
     a = ap.parse_args(argv)
     cfg = quick_config() if a.quick else HarnessBenchConfig(make_eval=not a.no_make_eval)
     section = run(cfg, a.quick)
-    text = f"# {section.title}\n\n{section.markdown}\n"
-    print(text)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(text, encoding="utf-8")
-    return text
+    return emit(section, a.out)
 
 
 if __name__ == "__main__":

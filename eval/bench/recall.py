@@ -65,6 +65,7 @@ from memofs.rerank import DeterministicFallbackReranker
 from memofs.signals import SignalFrame
 from memofs.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
+from memofs_eval.bench.output import emit
 
 REPO = Path(__file__).resolve().parents[2]
 REPORTS = REPO / "reports"
@@ -652,11 +653,7 @@ def main(argv: list[str] | None = None) -> str:
     if a.no_rss:
         cfg = RecallBenchConfig(**{**cfg.__dict__, "rss": False})
     section, _ = run(cfg, a.quick)
-    text = f"# {section.title}\n\n{section.markdown}\n"
-    print(text)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(text, encoding="utf-8")
-    return text
+    return emit(section, a.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from memofs_eval.bench.corpus import base_texts, corpus
+from memofs_eval.bench.output import emit
 from memofs_eval.bench.recall import (
     NOW, REPORTS, Section, Series, doc_vectors, embedding_cache, encode_cap, live_embedder, make_memories, percentile, timed,
 )
@@ -258,11 +259,7 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-store.md")
     a = ap.parse_args(argv)
     section = run(quick_config() if a.quick else StoreBenchConfig(), a.quick)
-    text = f"# {section.title}\n\n{section.markdown}\n"
-    print(text)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(text, encoding="utf-8")
-    return text
+    return emit(section, a.out)
 
 
 if __name__ == "__main__":
