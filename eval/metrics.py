@@ -20,8 +20,22 @@ from memofs_eval.runner import ranx_scores
 PAD_METRIC = "hits@1"
 
 
+_LAST_QRELS: list[tuple[Mapping[str, Mapping[str, int]], Qrels]] = []
+
+
 def qrels(judged: Mapping[str, Mapping[str, int]]) -> Qrels:
     return Qrels({q: dict(d) for q, d in judged.items()})
+
+
+def _qrels_of(judged: Mapping[str, Mapping[str, int]]) -> Qrels:
+    """:func:`qrels`, reused while the same judgement object comes back: a sweep scores
+    hundreds of runs against one qrels, and building ranx's typed dicts costs as much as
+    the evaluation itself. Keeping a reference makes the identity check safe."""
+    if _LAST_QRELS and _LAST_QRELS[0][0] is judged:
+        return _LAST_QRELS[0][1]
+    q = qrels(judged)
+    _LAST_QRELS[:] = [(judged, q)]
+    return q
 
 
 def ranx_run(ranked: Mapping[str, Sequence[str]], name: str | None = None) -> Run:
@@ -38,7 +52,7 @@ def per_query(judged: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequ
     if not judged:
         return pd.DataFrame(columns=metrics, dtype=float)
     asked = metrics if len(metrics) > 1 else metrics + [PAD_METRIC if metrics[0] != PAD_METRIC else "precision@1"]
-    q = qrels(judged)
+    q = _qrels_of(judged)
     sub = {qid: ranked.get(qid, []) for qid in judged}
     out = evaluate(q, ranx_run(sub), asked, return_mean=False, make_comparable=True)
     order = list(q.keys())  # ranx's per-query arrays follow the qrels' (sorted) key order

@@ -24,7 +24,7 @@ Steps, with :class:`~memofs.config.RecallConfig` names:
 7. ``final *= stale_penalty`` when an anchor drifted (``use_drift``) and
    ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
    (``use_decay``); penalties compound (0.5 * 0.6 = 0.3).
-8. Round to ``round_decimals``; order by score descending, then id ascending; cut at K.
+8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
 
 ``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
 steps 4-7 by a model file's score (:func:`memofs.learned.fuse_learned`).
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -59,15 +60,46 @@ class Weights:
 
 @dataclass
 class Fused:
-    """Candidates of one query, fused. ``rows`` index the frame; ``order`` ranks them."""
+    """Candidates of one query, fused. ``rows`` index the frame, best first, cut at K.
+
+    ``candidate_parts`` holds per-candidate intermediate values in pool order and
+    ``order`` the pool positions of ``rows``; :attr:`parts` (for explain) is built from
+    them on first use, so the harness's recombination never pays for it.
+    """
 
     rows: NDArray[np.int64]  # frame rows of the candidates, in final rank order
     scores: NDArray[np.float64]  # rounded final scores, same order
     weights: Weights
-    parts: dict[str, NDArray]  # per-candidate intermediate values, same order (for explain)
+    candidate_parts: dict[str, NDArray]
+    order: NDArray[np.int64]
+
+    @cached_property
+    def parts(self) -> dict[str, NDArray]:
+        """Per-result intermediate values, aligned with ``rows``."""
+        return {n: v[self.order] for n, v in self.candidate_parts.items()}
 
     def ids(self, frame: SignalFrame) -> list[str]:
         return [frame.ids[i] for i in self.rows.tolist()]
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The candidate pools of one query (spec "Fusion" step 3) and the weights behind them."""
+
+    rows: NDArray[np.int64]  # union of the pools, ascending frame rows
+    weights: Weights
+    lexical: NDArray[np.float64]  # lexical score of every frame row
+    member: dict[str, NDArray[np.bool_]]  # "vector_pool" / "lexical_pool", aligned with rows
+
+    def __iter__(self):  # rows, weights, lexical, member = pools(...)
+        return iter((self.rows, self.weights, self.lexical, self.member))
+
+
+def round_half_up(x: NDArray[np.float64], decimals: int) -> NDArray[np.float64]:
+    """``floor(x * 10**d + 0.5) / 10**d``: upstream's ``Math.round(x * 1e4) / 1e4`` (halves
+    go up), not numpy's round-half-even (facts sheet, "Final score")."""
+    scale = 10.0**decimals
+    return np.floor(np.asarray(x, dtype=np.float64) * scale + 0.5) / scale
 
 
 def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
@@ -80,25 +112,39 @@ def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.
 
 def expiry_floors(cfg: RecallConfig) -> NDArray[np.float64]:
     """Expiry floor (days) per kind code; kinds without a floor never expire."""
+    return _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items()))).copy()
+
+
+@lru_cache(maxsize=64)
+def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
+    table = dict(items)
     floors = np.full(OTHER_KIND + 1, np.inf)
     for i, kind in enumerate(MEMORY_KINDS):
-        floors[i] = cfg.kind_expiry_days.get(kind, np.inf)
+        floors[i] = table.get(kind, np.inf)
     return floors
 
 
 def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
-    lex = np.zeros(len(frame))
+    """``use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy`` (step 1)."""
+    if cfg.use_bm25 and cfg.use_fuzzy:
+        return frame.bm25 + cfg.fuzzy_boost * frame.fuzzy
     if cfg.use_bm25:
-        lex = lex + frame.bm25
+        return frame.bm25.astype(np.float64, copy=True)
     if cfg.use_fuzzy:
-        lex = lex + cfg.fuzzy_boost * frame.fuzzy
-    return lex
+        return cfg.fuzzy_boost * frame.fuzzy
+    return np.zeros(len(frame))
 
 
 def effective_weights(frame: SignalFrame, cfg: RecallConfig, lex: NDArray[np.float64], eligible: NDArray[np.bool_]) -> tuple[float, float, str]:
-    vector_usable = cfg.use_vector and frame.vector_ok and cfg.w_vec > 0 and bool(np.isfinite(frame.cosine[eligible]).any())
+    """(w_vec, w_lex, reason) after dynamic weighting (step 2)."""
+    return _weights(frame, cfg, eligible & np.isfinite(frame.cosine), eligible & (lex > 0))
+
+
+def _weights(frame: SignalFrame, cfg: RecallConfig, vec_ok: NDArray[np.bool_], lex_ok: NDArray[np.bool_]) -> tuple[float, float, str]:
+    # vec_ok / lex_ok: eligible rows with a finite cosine / a positive lexical score
+    vector_usable = cfg.use_vector and frame.vector_ok and cfg.w_vec > 0 and bool(vec_ok.any())
     lexical_usable = (cfg.use_bm25 or (cfg.use_fuzzy and cfg.fuzzy_boost > 0)) and cfg.w_vec < 1
-    lexical_hits = lexical_usable and bool((lex[eligible] > 0).any())
+    lexical_hits = lexical_usable and bool(lex_ok.any())
     if not cfg.dynamic_weights:
         wv = cfg.w_vec if vector_usable else 0.0
         wl = (1.0 - cfg.w_vec) if lexical_usable else 0.0
@@ -113,25 +159,35 @@ def effective_weights(frame: SignalFrame, cfg: RecallConfig, lex: NDArray[np.flo
 
 
 def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order)."""
     rows = np.flatnonzero(mask)
     if rows.size == 0 or n <= 0:
         return rows[:0]
+    v = values[rows]
     if rows.size > n:
         # keep every row tied with the n-th best value, so the id tie-break below is exact
-        v = values[rows]
-        kth = v[np.argpartition(-v, n - 1)[:n]].min()
-        rows = rows[v >= kth]
-    return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
+        keep = v >= -np.partition(-v, n - 1)[n - 1]
+        rows, v = rows[keep], v[keep]
+    return rows[np.lexsort((order_key[rows], -v))][:n]
 
 
-def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> tuple[NDArray[np.int64], Weights, NDArray[np.float64], dict[str, NDArray[np.bool_]]]:
-    """Candidate rows (union of the pools), the weights, and the lexical scores."""
+def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
+    """Candidate rows (union of the pools), the weights, and the lexical scores (steps 1-3).
+
+    Unpacks as ``rows, weights, lexical, member``.
+    """
     eligible = np.ones(len(frame), dtype=bool) if cfg.include_graph_docs else ~frame.is_graph
     lex = lexical_score(frame, cfg)
-    wv, wl, reason = effective_weights(frame, cfg, lex, eligible)
-    vec_rows = _top(np.nan_to_num(frame.cosine, nan=-np.inf), eligible & np.isfinite(frame.cosine), frame.order_key, math.ceil(k * cfg.vector_pool_multiplier)) if wv > 0 else np.zeros(0, np.int64)
-    lex_rows = _top(lex, eligible & (lex > 0), frame.order_key, math.ceil(k * cfg.lexical_pool_multiplier)) if wl > 0 else np.zeros(0, np.int64)
-    rows = np.union1d(vec_rows, lex_rows)
+    vec_ok = eligible & np.isfinite(frame.cosine)
+    lex_ok = eligible & (lex > 0)
+    wv, wl, reason = _weights(frame, cfg, vec_ok, lex_ok)
+    in_vec = np.zeros(len(frame), dtype=bool)
+    in_lex = np.zeros(len(frame), dtype=bool)
+    if wv > 0:
+        in_vec[_top(frame.cosine, vec_ok, frame.order_key, math.ceil(k * cfg.vector_pool_multiplier))] = True
+    if wl > 0:
+        in_lex[_top(lex, lex_ok, frame.order_key, math.ceil(k * cfg.lexical_pool_multiplier))] = True
+    rows = np.flatnonzero(in_vec | in_lex)
     blend = cfg.rerank_blend if (cfg.use_reranker and frame.rerank_ok) else 0.0
     weights = Weights(
         w_vec=wv,
@@ -142,18 +198,20 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> tuple[NDArray[np.int
         w_recency=cfg.w_recency if cfg.use_recency else 0.0,
         w_confidence=cfg.w_confidence if cfg.use_confidence else 0.0,
     )
-    member = {"vector_pool": np.isin(rows, vec_rows), "lexical_pool": np.isin(rows, lex_rows)}
-    return rows, weights, lex, member
+    return Pools(rows, weights, lex, {"vector_pool": in_vec[rows], "lexical_pool": in_lex[rows]})
 
 
-def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None) -> Fused:
-    """Fuse one query's signals under ``cfg``; returns the top ``k`` (default ``cfg.top_k``)."""
+def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates: Pools | None = None) -> Fused:
+    """Fuse one query's signals under ``cfg``; returns the top ``k`` (default ``cfg.top_k``).
+
+    ``candidates``: the result of ``pools(frame, cfg, k)`` when the caller already has it.
+    """
     k = cfg.top_k if k is None else k
     if cfg.fusion == "learned":  # same pools, scored by a model file (memofs.learned)
         from memofs.learned import fuse_learned
 
-        return fuse_learned(frame, cfg, k)
-    rows, w, lex_all, member = pools(frame, cfg, k)
+        return fuse_learned(frame, cfg, k, candidates=candidates)
+    rows, w, lex_all, member = candidates if candidates is not None else pools(frame, cfg, k)
     cos = clamp01(frame.cosine[rows])
     lex = lex_all[rows]
     lex_sat = clamp01(saturate(lex, cfg.saturation_c))
@@ -163,14 +221,17 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None) -> Fused:
         base = (1.0 - w.rerank_blend) * base0 + w.rerank_blend * clamp01(rr)
     else:
         base = base0
-    rec = recency(frame.age_days[rows], cfg.half_life_days)
+    age = frame.age_days[rows]
+    rec = recency(age, cfg.half_life_days)
     conf_raw = frame.confidence[rows]
     conf = clamp01(np.where(np.isnan(conf_raw), cfg.default_confidence, conf_raw))
     composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
     stale = frame.stale[rows] & cfg.use_drift
-    unverified = (frame.age_days[rows] > expiry_floors(cfg)[frame.kind[rows]]) & cfg.use_decay
-    factor = np.where(stale, cfg.stale_penalty, 1.0) * np.where(unverified, cfg.unverified_penalty, 1.0)
-    final = np.round(composite * factor, cfg.round_decimals)
+    unverified = (age > _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))[frame.kind[rows]]) & cfg.use_decay
+    stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
+    unverified_factor = np.where(unverified, cfg.unverified_penalty, 1.0)
+    factor = stale_factor * unverified_factor
+    final = round_half_up(composite * factor, cfg.round_decimals)
     order = np.lexsort((frame.order_key[rows], -final))[:k]
     parts = {
         "bm25": frame.bm25[rows],
@@ -187,8 +248,8 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None) -> Fused:
         "stale": stale,
         "unverified": unverified,
         "penalty": factor,
-        "stale_factor": np.where(stale, cfg.stale_penalty, 1.0),
-        "unverified_factor": np.where(unverified, cfg.unverified_penalty, 1.0),
+        "stale_factor": stale_factor,
+        "unverified_factor": unverified_factor,
         **member,
     }
-    return Fused(rows=rows[order], scores=final[order], weights=w, parts={n: v[order] for n, v in parts.items()})
+    return Fused(rows=rows[order], scores=final[order], weights=w, candidate_parts=parts, order=order)

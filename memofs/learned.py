@@ -6,7 +6,7 @@ changes. Each candidate gets a feature vector computed from the :class:`SignalFr
 
     z_j   = (x_j - mean_j) / scale_j                    (standardisation from training)
     s     = sum_j coef_j * z_j                          (no intercept: pairwise differences cancel it)
-    score = round(1 / (1 + exp(-s)), round_decimals)    (squashed into (0, 1) like the formula's)
+    score = round_half_up(1 / (1 + exp(-s)), round_decimals)    (squashed into (0, 1) like the formula's)
 
 Order: score descending, then id ascending (the pipeline's rule); cut at K.
 
@@ -370,20 +370,21 @@ def load_model(path: str | os.PathLike) -> LearnedModel:
 # --------------------------------------------------------------------------- fusion
 
 
-def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedModel | None = None):
+def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedModel | None = None, candidates=None):
     """The formula's pools scored by ``model`` (default: ``cfg.learned_model``); returns a
-    :class:`memofs.fusion.Fused` whose ``parts`` hold the features and the raw score."""
-    from memofs.fusion import Fused, pools  # fusion imports this module lazily
+    :class:`memofs.fusion.Fused` whose ``parts`` hold the features and the raw score.
+    ``candidates``: ``pools(frame, cfg, k)`` when the caller already has it."""
+    from memofs.fusion import Fused, pools, round_half_up  # fusion imports this module lazily
 
     if model is None:
         if cfg.learned_model is None:
             raise ValueError("fusion='learned' needs RecallConfig.learned_model")
         model = load_model(cfg.learned_model)
-    rows, w, _lex, member = pools(frame, cfg, k)
+    rows, w, _lex, member = candidates if candidates is not None else pools(frame, cfg, k)
     X = features(frame, rows, member, model.params)
     cols = [FEATURES.index(f) for f in model.features]
     raw = model.raw_scores(X[:, cols])
-    final = np.round(1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0))), cfg.round_decimals)
+    final = round_half_up(1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0))), cfg.round_decimals)
     order = np.lexsort((frame.order_key[rows], -final))[:k]
     parts: dict[str, NDArray] = {f: X[:, j] for j, f in enumerate(FEATURES)}
     nan = np.full(rows.size, np.nan)
@@ -397,4 +398,4 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedMo
         "learned_raw": raw,
     })
     parts.update(member)
-    return Fused(rows=rows[order], scores=final[order], weights=w, parts={n: v[order] for n, v in parts.items()})
+    return Fused(rows=rows[order], scores=final[order], weights=w, candidate_parts=parts, order=order)

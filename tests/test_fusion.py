@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memofs.config import RecallConfig
-from memofs.fusion import fuse, recency
+from memofs.fusion import fuse, recency, round_half_up
 from memofs.signals import SignalFrame, kind_code
 
 NAN = float("nan")
@@ -130,6 +132,14 @@ def test_switch_really_removes_influence():
     assert on["a"] > on["b"] and off["a"] == off["b"]
 
 
+def test_scores_round_half_up_like_upstream():
+    # 1/32 = 0.03125 is exact in binary and x * 1e4 = 312.5: upstream's Math.round gives
+    # 0.0313, numpy's half-even np.round gives 0.0312; 7/32 = 0.21875 rounds up in both
+    x = np.array([1 / 32, 7 / 32, 0.12344, 0.0])
+    assert round_half_up(x, 4).tolist() == [0.0313, 0.2188, 0.1234, 0.0]
+    assert np.round(x, 4).tolist()[0] == 0.0312  # the rule this replaces
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="w_vec"):
         RecallConfig(w_vec=1.5)
@@ -142,3 +152,83 @@ def test_config_validation():
     with pytest.raises(ValueError, match="unknown RecallConfig field"):
         RecallConfig().replace(w_vector=0.5)
     assert RecallConfig.from_dict(RecallConfig().to_dict()) == RecallConfig()
+
+
+def naive_fuse(rows: list[dict], cfg: RecallConfig, k: int, vector_ok: bool, rerank_ok: bool) -> list[tuple[str, float]]:
+    """Spec "Fusion" steps 1-8 one document at a time, in plain Python (no numpy), for
+    the dynamic-weights default: the independent reference the vectorised fuse must equal."""
+    floors = cfg.kind_expiry_days
+    docs = [r for r in rows if cfg.include_graph_docs or not r.get("graph", False)]
+
+    def lexical(r):
+        return (r.get("bm25", 0.0) if cfg.use_bm25 else 0.0) + (cfg.fuzzy_boost * r.get("fuzzy", 0.0) if cfg.use_fuzzy else 0.0)
+
+    def finite(x):
+        return x == x and x not in (float("inf"), float("-inf"))
+
+    has_cos = [r for r in docs if finite(r.get("cos", NAN))]
+    vec_usable = cfg.use_vector and vector_ok and cfg.w_vec > 0 and bool(has_cos)
+    lex_usable = (cfg.use_bm25 or (cfg.use_fuzzy and cfg.fuzzy_boost > 0)) and cfg.w_vec < 1
+    lex_hits = [r for r in docs if lexical(r) > 0] if lex_usable else []
+    if not vec_usable and not lex_hits:
+        return []
+    wv, wl = (0.0, 1.0) if not vec_usable else (1.0, 0.0) if not lex_hits else (cfg.w_vec, 1 - cfg.w_vec)
+
+    def top(cands, key, n):
+        return [r["id"] for r in sorted(cands, key=lambda r: (-key(r), r["id"]))[:n]]
+
+    pool = set()
+    if wv > 0:
+        pool |= set(top(has_cos, lambda r: r["cos"], math.ceil(k * cfg.vector_pool_multiplier)))
+    if wl > 0:
+        pool |= set(top(lex_hits, lexical, math.ceil(k * cfg.lexical_pool_multiplier)))
+
+    def clamp(x):
+        return min(1.0, max(0.0, x)) if finite(x) else 0.0
+
+    out = []
+    for r in docs:
+        if r["id"] not in pool:
+            continue
+        lex = lexical(r)
+        sat = lex / (lex + cfg.saturation_c) if lex > 0 else 0.0
+        base = wv * clamp(r.get("cos", NAN)) + wl * clamp(sat)
+        if cfg.use_reranker and rerank_ok:
+            base = (1 - cfg.rerank_blend) * base + cfg.rerank_blend * clamp(r.get("rerank", NAN))
+        age = r.get("age", NAN)
+        rec = 0.5 if age != age else 0.5 ** (max(age, 0.0) / cfg.half_life_days)
+        conf = r.get("conf", NAN)
+        conf = clamp(cfg.default_confidence if conf != conf else conf)
+        final = cfg.w_relevance * base + (cfg.w_recency * rec if cfg.use_recency else 0.0) + (cfg.w_confidence * conf if cfg.use_confidence else 0.0)
+        stale = cfg.stale_penalty if cfg.use_drift and r.get("stale", False) else 1.0
+        unverified = cfg.unverified_penalty if cfg.use_decay and age == age and age > floors.get(r.get("kind", "note"), float("inf")) else 1.0
+        final *= stale * unverified
+        scale = 10**cfg.round_decimals  # upstream Math.round(x * 1e4) / 1e4: halves go up
+        out.append((r["id"], math.floor(final * scale + 0.5) / scale))
+    return sorted(out, key=lambda t: (-t[1], t[0]))[:k]
+
+
+# coarse values make ties in every signal, so the id tie-breaks are exercised
+coarse = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
+naive_row = st.fixed_dictionaries({
+    "cos": st.one_of(coarse, st.just(NAN)), "bm25": st.sampled_from([0.0, 0.0, 0.5, 1.0, 3.0]), "fuzzy": coarse,
+    "rerank": coarse, "age": st.one_of(st.sampled_from([0.0, 10.0, 30.0, 31.0, 90.0, 100.0, 365.0, 400.0]), st.just(NAN)),
+    "conf": st.one_of(coarse, st.just(NAN)), "graph": st.sampled_from([False, False, False, True]),
+    "kind": st.sampled_from(["decision", "note", "preference", "constraint", "reference"]), "stale": st.booleans(),
+})
+naive_cfg = st.fixed_dictionaries({
+    "w_vec": st.sampled_from([0.0, 0.3, 0.6, 1.0]), "saturation_c": st.sampled_from([0.5, 2.0, 8.0]),
+    "vector_pool_multiplier": st.sampled_from([1.0, 3.0]), "lexical_pool_multiplier": st.sampled_from([0.5, 2.0]),
+    "use_recency": st.booleans(), "use_decay": st.booleans(), "use_reranker": st.booleans(), "use_fuzzy": st.booleans(),
+    "include_graph_docs": st.booleans(),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(naive_row, min_size=1, max_size=40), k=st.integers(1, 12), vec=st.booleans(), rr=st.booleans(), changes=naive_cfg)
+def test_fuse_equals_a_naive_per_document_reference(rows, k, vec, rr, changes):
+    docs = [{"id": f"d{i:02d}" if not r["graph"] else f"graph:n{i:02d}", **r} for i, r in enumerate(rows)]
+    cfg = RecallConfig(**changes)
+    f = frame(docs, vector_ok=vec, rerank_ok=rr)
+    got = fuse(f, cfg, k)
+    assert list(zip(got.ids(f), got.scores.tolist(), strict=True)) == naive_fuse(docs, cfg, k, vec, rr)
