@@ -256,17 +256,16 @@ class _Layout:
                 bm25[w.indices[a:z]] += w.data[a:z]  # a column has no repeated rows
         fz = np.zeros(n)
         if fuzzy and terms and n:
+            # sum of count(q) * credit(q) per document, in the steps token_overlap takes
             for term, mult in Counter(terms).items():
                 j = self.vocab.get(term)
                 rel = self.related(term)
+                credit = np.zeros(n)
                 if rel.size:
-                    near = np.zeros(n, dtype=bool)
-                    near[w.indices[self._postings(rel)]] = True
-                    fz += (mult * partial) * near
+                    credit[w.indices[self._postings(rel)]] = partial
                 if j is not None:
-                    a, z = w.indptr[j], w.indptr[j + 1]
-                    # an exact match earns 1 in place of any partial credit
-                    fz[w.indices[a:z]] += mult * (1.0 - partial * near[w.indices[a:z]]) if rel.size else mult
+                    credit[w.indices[w.indptr[j] : w.indptr[j + 1]]] = 1.0  # exact beats partial
+                fz += mult * credit
             fz /= len(terms)
         raw = bm25 + boost * fz if fuzzy else bm25
         return LexicalScores(self.ids, bm25, fz, raw, self.order_key)

@@ -15,20 +15,29 @@ for every document at once at the vocabulary level (see :class:`VocabularyMatche
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Sequence, Set as AbstractSet
 
 
-def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str], partial: float = 0.25) -> float:
-    """Per-document fuzzy overlap, written straight from the definition."""
+def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str] | AbstractSet[str], partial: float = 0.25) -> float:
+    """Per-document fuzzy overlap, written straight from the definition.
+
+    Sums ``count(q) * credit(q)`` over the distinct query terms in first-seen order, the
+    same floating-point steps the index takes for every document at once, so the two
+    agree bit for bit.
+    """
     if not query_terms or not doc_terms:
         return 0.0
-    doc_set = set(doc_terms)
+    doc_set = doc_terms if isinstance(doc_terms, AbstractSet) else set(doc_terms)
     total = 0.0
-    for q in query_terms:
+    for q, mult in Counter(query_terms).items():
         if q in doc_set:
-            total += 1.0
+            credit = 1.0
         elif any(q in d or d in q for d in doc_set):
-            total += partial
+            credit = partial
+        else:
+            credit = 0.0
+        total += mult * credit
     return total / len(query_terms)
 
 

@@ -197,3 +197,19 @@ def test_compiled_search_equals_dense_ranking(docs, query, k):
     dense = idx.score(query, fuzzy=False).top(k)
     assert [d for d, _ in fast] == [d for d, _ in dense]
     np.testing.assert_allclose([s for _, s in fast], [s for _, s in dense], rtol=0, atol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(["auth", "authentication", "oauth", "token", "tok", "db", "d1", "cache", "ca"]), min_size=0, max_size=6), min_size=1, max_size=12),
+    query=st.lists(st.sampled_from(["auth", "oauth", "token", "db", "cache", "ca", "zz", "authentication"]), min_size=1, max_size=7),
+    partial=st.sampled_from([0.25, 0.3, 0.1, 0.7]),
+)
+def test_index_fuzzy_equals_per_document_definition_bit_for_bit(docs, query, partial):
+    """Online recall scores the rerank overlap per candidate with token_overlap while the
+    harness reads it from the index: the two must be the same floats, not merely close."""
+    idx = BM25Index(tokenizer=str.split, fuzzy_partial=partial)
+    idx.add_many((f"d{i}", " ".join(d)) for i, d in enumerate(docs))
+    s = idx.score(" ".join(query))
+    got = dict(zip(s.ids, s.fuzzy.tolist()))
+    assert got == {f"d{i}": token_overlap(query, d, partial) for i, d in enumerate(docs)}
