@@ -159,16 +159,19 @@ def _weights(frame: SignalFrame, cfg: RecallConfig, vec_ok: NDArray[np.bool_], l
 
 
 def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArray[np.int64], n: int) -> NDArray[np.int64]:
-    """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order)."""
-    rows = np.flatnonzero(mask)
-    if rows.size == 0 or n <= 0:
-        return rows[:0]
-    v = values[rows]
-    if rows.size > n:
-        # keep every row tied with the n-th best value, so the id tie-break below is exact
-        keep = v >= -np.partition(-v, n - 1)[n - 1]
-        rows, v = rows[keep], v[keep]
-    return rows[np.lexsort((order_key[rows], -v))][:n]
+    """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order).
+    Masked-in values must be finite."""
+    count = int(np.count_nonzero(mask))
+    if count == 0 or n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if count > n:
+        v = values if count == mask.size else np.where(mask, values, -np.inf)
+        kth = np.partition(v, v.size - n)[v.size - n]  # the n-th largest masked value
+        # keep every row tied with it, so the id tie-break below is exact
+        rows = np.flatnonzero(v >= kth)
+    else:
+        rows = np.flatnonzero(mask)
+    return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
 
 
 def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:

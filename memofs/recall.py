@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,11 @@ class Recaller:
         self._memories: dict[str, Memory] = {}
         self._vectors: VectorIndex | None = None
         self._lexical: dict[tuple[float, float, float], BM25Index] = {}
-        self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.config.fuzzy_partial)
+        # the fallback reranker's overlap for *every* document (SignalFrame for the harness)
+        # comes from a second index over its own tokens; online recall scores only the pool
+        # and never builds it
+        self._rerank_index: BM25Index | None = None
+        self._rerank_rows: NDArray[np.int64] | None = None
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
         self.refresh_graph()
@@ -133,7 +138,8 @@ class Recaller:
         pairs = [(m.id, m.text) for m in mems]
         for idx in self._lexical.values():
             idx.add_many(pairs)
-        self._rerank_index.add_many(pairs)
+        if self._rerank_index is not None:
+            self._rerank_index.add_many(pairs)
         if vectors is None and mems and self.embedder.available:
             vectors = self.embedder.encode([m.text for m in mems])
         if vectors is not None and len(mems):
@@ -141,7 +147,7 @@ class Recaller:
             if self._vectors is None:
                 self._vectors = VectorIndex(vectors.shape[1])
             self._vectors.upsert([m.id for m in mems], vectors)
-        self._columns.clear()
+        self._invalidate()
 
     def remove(self, ids: Iterable[str]) -> None:
         ids = [i for i in ids if i in self._memories]
@@ -149,16 +155,17 @@ class Recaller:
             del self._memories[i]
         for idx in self._lexical.values():
             idx.remove(ids)
-        self._rerank_index.remove(ids)
+        if self._rerank_index is not None:
+            self._rerank_index.remove(ids)
         if self._vectors is not None:
             self._vectors.remove(ids)
-        self._columns.clear()
+        self._invalidate()
 
     def disable_vectors(self) -> None:
         """Go lexical-only (zero-key tier 2): drop the embedder and any stored vectors."""
         self.embedder = SafeEmbedder(None)
         self._vectors = None
-        self._columns.clear()
+        self._invalidate()
 
     def refresh_graph(self) -> None:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
@@ -167,18 +174,40 @@ class Recaller:
         for idx in self._lexical.values():
             idx.remove(old)
             idx.add_many(self._graph_docs.items())
-        self._rerank_index.remove(old)
-        self._rerank_index.add_many(self._graph_docs.items())
+        if self._rerank_index is not None:
+            self._rerank_index.remove(old)
+            self._rerank_index.add_many(self._graph_docs.items())
+        self._invalidate()
+
+    def _invalidate(self) -> None:
         self._columns.clear()
+        self._rerank_rows = None
 
     # --- signals --------------------------------------------------------------------
     def _layout(self, idx: BM25Index) -> _CorpusColumns:
         """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
         cols = self._columns.get(id(idx))
         if cols is None:
-            cols = _CorpusColumns.build(idx, self._memories, self._vectors, self._rerank_index)
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
             self._columns[id(idx)] = cols
         return cols
+
+    def _rerank_all(self, text: str, ids: tuple[str, ...]) -> NDArray[np.float64]:
+        """The fallback reranker's overlap for every document, aligned with ``ids``: the
+        fuzzy term of an index over the reranker's tokens (equal, bit for bit, to
+        :meth:`DeterministicFallbackReranker.score` of each text)."""
+        if self._rerank_index is None:
+            self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.reranker.partial)
+            self._rerank_index.add_many(self._texts())
+            self._rerank_rows = None
+        if self._rerank_rows is None or len(self._rerank_rows) != len(ids):
+            pos = {d: i for i, d in enumerate(self._rerank_index.ids)}
+            self._rerank_rows = np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids))
+        return self._rerank_index.score(text).fuzzy[self._rerank_rows]
+
+    def _text_of(self, doc_id: str) -> str:
+        mem = self._memories.get(doc_id)
+        return mem.text if mem is not None else self._graph_docs.get(doc_id, "")
 
     def _now(self, now: datetime | None) -> datetime:
         if now is not None:
@@ -210,11 +239,25 @@ class Recaller:
         """Every signal of every document for ``query`` (see :class:`SignalFrame`).
 
         ``profile``, when given, accumulates seconds per stage (the benchmarks read it).
+        Online :meth:`recall` computes the rerank overlap and the anchor drift for its
+        candidate pool only; this frame has them for every document (the harness caches it).
         """
+        cfg = config or self.config
+        stage = _Stopwatch(profile)
+        frame, cols = self._extract(query, task_type, now, cfg, stage)
+        if frame.rerank_ok:
+            with stage("rerank overlap"):
+                frame.rerank[:] = self._rerank_all(frame.query_text, frame.ids)
+        self._drift(frame, cols, np.arange(len(frame)), stage)
+        return frame
+
+    def _extract(self, query: str, task_type: str | None, now: datetime | None, cfg: RecallConfig,
+                 stage: _Stopwatch) -> tuple[SignalFrame, _CorpusColumns]:
+        """The frame with every signal the pools need (lexical, cosine, age, ...), and the
+        corpus columns; the rerank overlap (NaN) and drift (False) wait for
+        :meth:`signals` or the pool."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        stage = _Stopwatch(profile)
-        cfg = config or self.config
         now = self._now(now)
         with stage("rewrite + entities"):
             rq, resolved = self.query_text(query, task_type, cfg)
@@ -227,7 +270,7 @@ class Recaller:
             n = len(ids)
         with stage("lexical (BM25 + fuzzy)"):
             lex = idx.score(text)
-        cosine = np.full(n, np.nan)
+        cosine: NDArray[np.float64] | None = None
         vector_ok = False
         notes: list[str] = []
         if self._vectors is not None and len(self._vectors) and text.strip():
@@ -238,43 +281,36 @@ class Recaller:
             else:
                 vector_ok = True
                 with stage("vector cosine"):
-                    has = cols.vector_rows >= 0
-                    cosine[has] = self._vectors.row_scores(qv[0])[cols.vector_rows[has]]
+                    cosine = cols.cosines(self._vectors.row_scores(qv[0]))
         elif not self.embedder.available:
             notes.append("no embedder: lexical only")
-        rerank = np.full(n, np.nan)
-        rerank_ok = False
-        if isinstance(self.reranker, DeterministicFallbackReranker) and text.strip():
-            with stage("rerank overlap"):
-                # the reranker's index may hold the same documents in another order
-                rerank = self._rerank_index.score(text).fuzzy[cols.rerank_rows]
-            rerank_ok = True
-        stale = np.zeros(n, dtype=bool)
-        reasons: dict[str, str] = {}
-        if self.anchors.root is not None:
-            with stage("anchor check"):
-                for i in cols.anchored_rows:
-                    drift = self.anchors.drift(self._memories[ids[i]].anchors)
-                    if drift is not None:
-                        stale[i] = True
-                        reasons[ids[i]] = str(drift)
         with stage("frame build"):
             return SignalFrame(
-                ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy, cosine=cosine, rerank=rerank,
-                age_days=age, confidence=cols.confidence, kind=cols.kind, stale=stale, is_graph=cols.is_graph,
-                query_text=text, vector_ok=vector_ok, rerank_ok=rerank_ok, stale_reasons=reasons,
+                ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy,
+                cosine=cosine if cosine is not None else np.full(n, np.nan), rerank=np.full(n, np.nan),
+                age_days=age, confidence=cols.confidence, kind=cols.kind, stale=np.zeros(n, dtype=bool),
+                is_graph=cols.is_graph, query_text=text, vector_ok=vector_ok,
+                rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
                 entities=tuple(resolved), notes=notes,
-            )
+            ), cols
+
+    def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
+        """Mark the anchored documents among ``rows`` whose anchors drifted (spec drift)."""
+        if self.anchors.root is None or not cols.anchored.any():
+            return
+        with stage("anchor check"):
+            for i in rows[cols.anchored[rows]].tolist():
+                drift = self.anchors.drift(self._memories[frame.ids[i]].anchors)
+                if drift is not None:
+                    frame.stale[i] = True
+                    frame.stale_reasons[frame.ids[i]] = str(drift)
 
     # --- recall ---------------------------------------------------------------------
-    def _pool_rerank(self, frame: SignalFrame, cfg: RecallConfig, k: int) -> None:
-        """Model rerankers score only the fused candidate pool; failures are skipped."""
-        if frame.rerank_ok or not cfg.use_reranker:
+    def _rerank_pool(self, frame: SignalFrame, cfg: RecallConfig, rows: NDArray[np.int64]) -> None:
+        """Score the candidate pool with the reranker; a failing reranker skips the fold."""
+        if not cfg.use_reranker or rows.size == 0 or not frame.query_text.strip():
             return
-        rows, *_ = pools(frame, cfg, k)
-        if rows.size == 0:
-            return
-        texts = [self._memories[frame.ids[r]].text if frame.ids[r] in self._memories else self._graph_docs.get(frame.ids[r], "") for r in rows.tolist()]
+        texts = [self._text_of(frame.ids[r]) for r in rows.tolist()]
         try:
             scores = np.asarray(self.reranker.score(frame.query_text, texts), dtype=np.float64)
             if scores.shape != (rows.size,):
@@ -282,6 +318,7 @@ class Recaller:
         except Exception as exc:  # a failing reranker never breaks recall
             log.warning("reranker %s failed (%s); fold skipped", getattr(self.reranker, "name", "?"), exc)
             frame.notes.append(f"reranker failed: {exc}")
+            frame.rerank_ok = False
             return
         frame.rerank[rows] = scores
         frame.rerank_ok = True
@@ -298,16 +335,23 @@ class Recaller:
         profile: dict[str, float] | None = None,
     ) -> list[RecallResult]:
         """The top ``k`` memories for ``query`` (default ``config.top_k``); ``profile`` as in
-        :meth:`signals`."""
+        :meth:`signals`. The candidate pools come first; the rerank overlap and the anchor
+        check then run on the pool alone (they never change which documents are in it)."""
         cfg = config or self.config
         k = cfg.top_k if k is None else k
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        frame = self.signals(query, task_type=task_type, now=now, config=cfg, profile=profile)
         stage = _Stopwatch(profile)
+        frame, cols = self._extract(query, task_type, now, cfg, stage)
         with stage("fusion"):
-            self._pool_rerank(frame, cfg, k)
-            fused = fuse(frame, cfg, k)
+            pool = pools(frame, cfg, k)
+        blend_ready = frame.rerank_ok
+        with stage("rerank overlap"):
+            self._rerank_pool(frame, cfg, pool.rows)
+        self._drift(frame, cols, pool.rows, stage)
+        with stage("fusion"):
+            # a model reranker turns the blend on only now: the weights are then recomputed
+            fused = fuse(frame, cfg, k, candidates=pool if frame.rerank_ok == blend_ready else None)
         with stage("results"):
             return self._results(frame, fused, explain)
 
@@ -367,18 +411,33 @@ class _CorpusColumns:
     kind: NDArray[np.int64]
     is_graph: NDArray[np.bool_]
     vector_rows: NDArray[np.int64]  # row in the vector index, -1 when the document has none
-    rerank_rows: NDArray[np.int64]  # position of each document in the reranker's index
-    anchored_rows: tuple[int, ...]
+    anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
+
+    @cached_property
+    def _with_vector(self) -> NDArray[np.int64] | None:
+        """Documents that have a vector; None when every document does, in index order."""
+        if np.array_equal(self.vector_rows, np.arange(len(self.ids))):
+            return None
+        return np.flatnonzero(self.vector_rows >= 0)
+
+    def cosines(self, row_scores: NDArray[np.float32]) -> NDArray[np.float64]:
+        """Vector-index scores (row order) as a column aligned with ``ids``; NaN without a vector."""
+        has = self._with_vector
+        if has is None:
+            return row_scores.astype(np.float64)
+        out = np.full(len(self.ids), np.nan)
+        out[has] = row_scores[self.vector_rows[has]]
+        return out
 
     @classmethod
-    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None, rerank_index: BM25Index) -> _CorpusColumns:
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
         created = np.full(n, np.nan)
         conf = np.full(n, np.nan)
         kind = np.empty(n, dtype=np.int64)
         is_graph = np.zeros(n, dtype=bool)
-        anchored = []
+        anchored = np.zeros(n, dtype=bool)
         for i, doc_id in enumerate(ids):
             m = memories.get(doc_id)
             if m is None:
@@ -390,9 +449,6 @@ class _CorpusColumns:
                 created[i] = m.created_at.timestamp()
             if m.confidence is not None:
                 conf[i] = m.confidence
-            if m.anchors:
-                anchored.append(i)
+            anchored[i] = bool(m.anchors)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
-        rerank_pos = {d: i for i, d in enumerate(rerank_index.ids)}
-        rerank_rows = np.fromiter((rerank_pos[d] for d in ids), dtype=np.int64, count=n)
-        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, rerank_rows, tuple(anchored))
+        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored)

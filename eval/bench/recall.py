@@ -467,7 +467,7 @@ def measure_size(n: int, cfg: RecallBenchConfig, live, cache) -> SizeResult:
         w = workload(n, cfg, Path(tmp), cache, live)
         def build_and_lay_out() -> Recaller:  # BM25 matrices are laid out lazily, on the first query
             r = build(w)
-            r.signals(w.queries[0], now=NOW)
+            r.recall(w.queries[0], now=NOW)
             return r
 
         rec, build_s = timed(build_and_lay_out)
