@@ -6,13 +6,15 @@ Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/result
 (make eval-locomo, when present) and ``reports/learned/summary.json``
 (``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
 between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
-``<!-- bench-lexical:start/end -->``. No number in those tables is typed by hand.
+``<!-- bench-lexical:start/end -->``, and the sweep timings from each run's ``manifest.json``
+into ``<!-- sweep-speed:start/end -->``. No number in those tables is typed by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tomllib
 from pathlib import Path
 
 import pandas as pd
@@ -77,6 +79,28 @@ def learned_table(repo: Path = REPO) -> str:
     return "\n".join(lines)
 
 
+def sweep_line(repo: Path = REPO) -> str:
+    """The recombination sweep's wall time, read from each run's ``manifest.json``."""
+    lines = []
+    for label, path in (("bundled datasets (make eval)", repo / "reports" / "latest" / "manifest.json"),
+                        ("LoCoMo (make eval-locomo)", repo / "reports" / "locomo" / "latest" / "manifest.json")):
+        if not path.is_file():
+            continue
+        m = json.loads(path.read_text(encoding="utf-8"))
+        workers = tomllib.loads(m["spec"]["text"]).get("workers", 2)  # the spec's default
+        for name, d in m["datasets"].items():
+            t = d.get("timings", {})
+            if "recombine_and_metrics_s" not in t:
+                continue
+            n, secs = t["n_distinct_configs"], t["recombine_and_metrics_s"]
+            lines.append(f"- {label}, {name} ({d.get('queries_evaluated', '?')} queries): {n} distinct configs recombined from "
+                         f"cached signals and scored with ranx in {secs:.1f} s on {workers} workers "
+                         f"({n / secs:.1f} configs/s; signals extracted or read from cache in {t.get('signals_s', 0):.1f} s).")
+    if not lines:
+        return "(run make eval to record the sweep timings)"
+    return "\n".join(lines) + "\n\n*From the `timings` of each run's `manifest.json`; machine load varies between runs.*"
+
+
 def bench_file_table(path: Path) -> str:
     """A micro-benchmark's table as its script wrote it (``make bench-lexical`` / ``bench-vector``)."""
     if not path.is_file():
@@ -98,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     text = a.readme.read_text(encoding="utf-8")
     text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(), str(a.readme))
+    text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(), str(a.readme))
     text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(), str(a.readme))
     text = fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(REPO / "reports" / "bench-lexical.md"), str(a.readme))
     a.readme.write_text(text, encoding="utf-8")

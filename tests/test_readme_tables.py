@@ -40,3 +40,15 @@ def test_fill_replaces_only_between_markers():
     assert fill(text, "<!-- x:start -->", "<!-- x:end -->", "new", "R") == "a\n<!-- x:start -->\nnew\n<!-- x:end -->\nb"
     with pytest.raises(MarkerError):
         fill("no markers", "<!-- x:start -->", "<!-- x:end -->", "new", "R")
+
+
+def test_sweep_line_reads_manifest_timings(tmp_path):
+    from memofs_eval.readme_tables import sweep_line
+
+    assert "run make eval" in sweep_line(tmp_path)
+    m = tmp_path / "reports/locomo/latest/manifest.json"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps({"spec": {"text": "workers = 3\n"}, "datasets": {"locomo": {
+        "queries_evaluated": 1536, "timings": {"signals_s": 6.0, "recombine_and_metrics_s": 40.0, "n_distinct_configs": 200}}}}))
+    line = sweep_line(tmp_path)
+    assert "locomo (1536 queries): 200 distinct configs" in line and "in 40.0 s on 3 workers (5.0 configs/s" in line
