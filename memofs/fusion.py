@@ -164,13 +164,18 @@ def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArra
     count = int(np.count_nonzero(mask))
     if count == 0 or n <= 0:
         return np.zeros(0, dtype=np.int64)
-    if count > n:
-        v = values if count == mask.size else np.where(mask, values, -np.inf)
-        kth = np.partition(v, v.size - n)[v.size - n]  # the n-th largest masked value
-        # keep every row tied with it, so the id tie-break below is exact
-        rows = np.flatnonzero(v >= kth)
+    if count == mask.size:  # every row (the usual vector pool): no gather
+        rows, v = None, values
     else:
         rows = np.flatnonzero(mask)
+        v = values[rows]
+    if count > n:
+        kth = np.partition(v, v.size - n)[v.size - n]  # the n-th largest masked value
+        # keep every row tied with it, so the id tie-break below is exact
+        keep = np.flatnonzero(v >= kth)
+        rows = keep if rows is None else rows[keep]
+    elif rows is None:
+        rows = np.arange(count)
     return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
 
 

@@ -29,11 +29,12 @@ def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str] | Abstrac
     if not query_terms or not doc_terms:
         return 0.0
     doc_set = doc_terms if isinstance(doc_terms, AbstractSet) else set(doc_terms)
+    joined = "\n".join(doc_set)  # "q inside some d" in one scan (terms hold no newline)
     total = 0.0
     for q, mult in Counter(query_terms).items():
         if q in doc_set:
             credit = 1.0
-        elif any(q in d or d in q for d in doc_set):
+        elif (q in joined if "\n" not in q else any(q in d for d in doc_set)) or any(d in q for d in doc_set):
             credit = partial
         else:
             credit = 0.0
