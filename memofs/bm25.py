@@ -256,23 +256,16 @@ class _Layout:
                 bm25[w.indices[a:z]] += w.data[a:z]  # a column has no repeated rows
         fz = np.zeros(n)
         if fuzzy and terms and n:
-            # sum of count(q) * credit(q) per document, in the steps token_overlap takes;
-            # only documents holding the term or a related one are touched (adding 0.0 to
-            # the others would change nothing), so the cost follows the postings, not n
-            credit = np.zeros(n)
+            # sum of count(q) * credit(q) per document, in the steps token_overlap takes
             for term, mult in Counter(terms).items():
                 j = self.vocab.get(term)
                 rel = self.related(term)
-                partial_rows = w.indices[self._postings(rel)] if rel.size else w.indices[:0]
-                exact_rows = w.indices[w.indptr[j] : w.indptr[j + 1]] if j is not None else w.indices[:0]
-                touched = np.concatenate((partial_rows, exact_rows))
-                if touched.size == 0:
-                    continue
-                credit[partial_rows] = partial
-                credit[exact_rows] = 1.0  # exact beats partial
-                # a repeated row is gathered and written back with one value: added once
-                fz[touched] += mult * credit[touched]
-                credit[touched] = 0.0
+                credit = np.zeros(n)
+                if rel.size:
+                    credit[w.indices[self._postings(rel)]] = partial
+                if j is not None:
+                    credit[w.indices[w.indptr[j] : w.indptr[j + 1]]] = 1.0  # exact beats partial
+                fz += mult * credit
             fz /= len(terms)
         raw = bm25 + boost * fz if fuzzy else bm25
         return LexicalScores(self.ids, bm25, fz, raw, self.order_key)
