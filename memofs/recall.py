@@ -414,19 +414,25 @@ class _CorpusColumns:
     anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
 
     @cached_property
-    def _with_vector(self) -> NDArray[np.int64] | None:
-        """Documents that have a vector; None when every document does, in index order."""
-        if np.array_equal(self.vector_rows, np.arange(len(self.ids))):
-            return None
-        return np.flatnonzero(self.vector_rows >= 0)
+    def _vector_layout(self) -> tuple[int, int] | NDArray[np.int64]:
+        """How vector rows map onto ``ids``: ``(start, m)`` when documents ``start ..
+        start+m-1`` hold vector rows ``0 .. m-1`` and no other document has one (graph
+        documents first, then every memory: the usual corpus), else the documents that have one."""
+        has = np.flatnonzero(self.vector_rows >= 0)
+        m = has.size
+        if m and has[-1] - has[0] == m - 1 and np.array_equal(self.vector_rows[has], np.arange(m)):
+            return int(has[0]), m
+        return has
 
     def cosines(self, row_scores: NDArray[np.float32]) -> NDArray[np.float64]:
         """Vector-index scores (row order) as a column aligned with ``ids``; NaN without a vector."""
-        has = self._with_vector
-        if has is None:
-            return row_scores.astype(np.float64)
         out = np.full(len(self.ids), np.nan)
-        out[has] = row_scores[self.vector_rows[has]]
+        lay = self._vector_layout
+        if isinstance(lay, tuple):  # a block copy instead of a gather
+            start, m = lay
+            out[start:start + m] = row_scores[:m]
+        else:
+            out[lay] = row_scores[self.vector_rows[lay]]
         return out
 
     @classmethod

@@ -305,3 +305,24 @@ def test_online_pool_path_equals_fusing_the_full_signal_frame(tmp_path, changes)
         assert [x.id for x in online] == full.ids(frame), q
         assert [x.score for x in online] == full.scores.tolist(), q
     assert any(frame.stale) and np.isfinite(frame.rerank).all()
+
+
+@pytest.mark.parametrize("pattern", ["all", "block after graph", "holes", "permuted", "none"])
+def test_cosine_column_aligned_by_id_for_every_layout(pattern):
+    """The vector-index scores land on the right documents whether the vector rows form one
+    block (block copy) or not (gather)."""
+    from memofs.recall import _CorpusColumns
+
+    rng = np.random.default_rng(3)
+    n = 12
+    ids = tuple(f"d{i:02d}" for i in range(n))
+    rows = {
+        "all": np.arange(n), "block after graph": np.r_[[-1, -1, -1], np.arange(n - 3)],
+        "holes": np.array([0, -1, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8]), "permuted": rng.permutation(n),
+        "none": np.full(n, -1),
+    }[pattern].astype(np.int64)
+    cols = _CorpusColumns(ids, np.arange(n), np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, bool), rows, np.zeros(n, bool))
+    scores = rng.random(n).astype(np.float32)
+    got = cols.cosines(scores)
+    want = [float(scores[r]) if r >= 0 else None for r in rows.tolist()]
+    assert [None if np.isnan(x) else x for x in got.tolist()] == want
