@@ -33,10 +33,11 @@ steps 4-7 by a model file's score (:func:`memofs.learned.fuse_learned`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from memofs.config import RecallConfig
@@ -84,12 +85,23 @@ class Fused:
 
 @dataclass(frozen=True)
 class Pools:
-    """The candidate pools of one query (spec "Fusion" step 3) and the weights behind them."""
+    """The candidate pools of one query (spec "Fusion" step 3) and the weights behind them.
+
+    Unpacks as ``rows, weights, lexical, member``. :attr:`lexical` (every frame row) is
+    computed on first use: fusion only needs :attr:`row_lexical`, the pool's own.
+    """
 
     rows: NDArray[np.int64]  # union of the pools, ascending frame rows
     weights: Weights
-    lexical: NDArray[np.float64]  # lexical score of every frame row
     member: dict[str, NDArray[np.bool_]]  # "vector_pool" / "lexical_pool", aligned with rows
+    row_lexical: NDArray[np.float64]  # lexical score of each of ``rows`` (== lexical[rows])
+    frame: SignalFrame = field(repr=False, compare=False)
+    cfg: RecallConfig = field(repr=False, compare=False)
+
+    @cached_property
+    def lexical(self) -> NDArray[np.float64]:
+        """Lexical score of every frame row (step 1)."""
+        return lexical_score(self.frame, self.cfg)
 
     def __iter__(self):  # rows, weights, lexical, member = pools(...)
         return iter((self.rows, self.weights, self.lexical, self.member))
@@ -137,14 +149,14 @@ def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
 
 def effective_weights(frame: SignalFrame, cfg: RecallConfig, lex: NDArray[np.float64], eligible: NDArray[np.bool_]) -> tuple[float, float, str]:
     """(w_vec, w_lex, reason) after dynamic weighting (step 2)."""
-    return _weights(frame, cfg, eligible & np.isfinite(frame.cosine), eligible & (lex > 0))
+    return _weights(frame, cfg, bool((eligible & np.isfinite(frame.cosine)).any()), bool((eligible & (lex > 0)).any()))
 
 
-def _weights(frame: SignalFrame, cfg: RecallConfig, vec_ok: NDArray[np.bool_], lex_ok: NDArray[np.bool_]) -> tuple[float, float, str]:
-    # vec_ok / lex_ok: eligible rows with a finite cosine / a positive lexical score
-    vector_usable = cfg.use_vector and frame.vector_ok and cfg.w_vec > 0 and bool(vec_ok.any())
+def _weights(frame: SignalFrame, cfg: RecallConfig, any_vec: bool, any_lex: bool) -> tuple[float, float, str]:
+    # any_vec / any_lex: some eligible row has a finite cosine / a positive lexical score
+    vector_usable = cfg.use_vector and frame.vector_ok and cfg.w_vec > 0 and any_vec
     lexical_usable = (cfg.use_bm25 or (cfg.use_fuzzy and cfg.fuzzy_boost > 0)) and cfg.w_vec < 1
-    lexical_hits = lexical_usable and bool(lex_ok.any())
+    lexical_hits = lexical_usable and any_lex
     if not cfg.dynamic_weights:
         wv = cfg.w_vec if vector_usable else 0.0
         wl = (1.0 - cfg.w_vec) if lexical_usable else 0.0
@@ -160,7 +172,7 @@ def _weights(frame: SignalFrame, cfg: RecallConfig, vec_ok: NDArray[np.bool_], l
 
 def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArray[np.int64], n: int) -> NDArray[np.int64]:
     """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order).
-    Masked-in values must be finite."""
+    Masked-in values must be finite. (Numpy form of :func:`_scan`'s selection.)"""
     count = int(np.count_nonzero(mask))
     if count == 0 or n <= 0:
         return np.zeros(0, dtype=np.int64)
@@ -179,23 +191,250 @@ def _top(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArra
     return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
 
 
+# --- compiled pool selection (steps 1-3 in one pass over the frame) -----------------------
+#
+# Each pool is a bounded heap whose root is its worst member under the rank order
+# (value descending, then order_key ascending, then row ascending: np.lexsort's stable
+# order, so the pools equal _top's exactly, ties included). Lexical scores are computed
+# with the same floating-point operations as lexical_score (no fastmath, no FMA).
+
+_LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
+
+
+def _lex_mode(cfg: RecallConfig) -> int:
+    return (_LEX_BM25 if cfg.use_bm25 else 0) | (_LEX_FUZZY if cfg.use_fuzzy else 0)
+
+
+@njit(cache=True, inline="always")
+def _lex_at(bm25, fuzzy, i, mode, boost):  # pragma: no cover - compiled
+    if mode == 3:
+        return bm25[i] + boost * fuzzy[i]
+    if mode == 1:
+        return float(bm25[i])
+    if mode == 2:
+        return boost * fuzzy[i]
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _before(va, ka, ra, vb, kb, rb):  # pragma: no cover - compiled
+    """Whether (value, order_key, row) ``a`` ranks before ``b``: value descending, then id
+    order, then row (np.lexsort's stable order, as :func:`_top`)."""
+    if va != vb:
+        return va > vb
+    if ka != kb:
+        return ka < kb
+    return ra < rb
+
+
+@njit(cache=True)
+def _pool_block(a, b, mode, boost, positive, is_graph, include_graph, order_key, start, end, hv, hk, hr, size):  # pragma: no cover - compiled
+    """Offer rows ``start:end`` to a bounded heap (root: its worst member) of capacity
+    ``hv.size`` holding ``size``. A row's value is ``_lex_at(a, b, ...)`` (``a`` alone with
+    mode 1); it qualifies when eligible and finite (``positive`` False) or > 0 (True).
+    Returns the new size and whether any row qualified."""
+    cap = hv.size
+    found = False
+    for i in range(start, end):
+        if not include_graph and is_graph[i]:
+            continue
+        x = _lex_at(a, b, i, mode, boost)
+        if positive:
+            if not x > 0.0:
+                continue
+        elif not x - x == 0.0:
+            continue
+        found = True
+        if size == cap:
+            if cap == 0 or x < hv[0]:
+                continue
+            key = order_key[i]
+            if not _before(x, key, i, hv[0], hk[0], hr[0]):
+                continue
+            j = 0  # replace the root, sift down
+            while True:
+                w = 2 * j + 1
+                if w >= size:
+                    break
+                r = w + 1
+                if r < size and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
+                    w = r  # the worse child
+                if _before(hv[w], hk[w], hr[w], x, key, i):
+                    break
+                hv[j] = hv[w]
+                hk[j] = hk[w]
+                hr[j] = hr[w]
+                j = w
+        else:
+            key = order_key[i]
+            j = size  # append, sift up
+            size += 1
+            while j > 0:
+                p = (j - 1) // 2
+                if not _before(hv[p], hk[p], hr[p], x, key, i):
+                    break
+                hv[j] = hv[p]
+                hk[j] = hk[p]
+                hr[j] = hr[p]
+                j = p
+        hv[j] = x
+        hk[j] = key
+        hr[j] = i
+    return size, found
+
+
+@njit(cache=True)
+def _drain(hv, hk, hr, size):  # pragma: no cover - compiled
+    """Heap-sort a pool: its rows, best first."""
+    for end in range(size - 1, 0, -1):
+        x, key, row = hv[end], hk[end], hr[end]  # the root moves to ``end``; sift ``row`` down from 0
+        hv[end], hk[end], hr[end] = hv[0], hk[0], hr[0]
+        j = 0
+        while True:
+            w = 2 * j + 1
+            if w >= end:
+                break
+            r = w + 1
+            if r < end and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
+                w = r
+            if _before(hv[w], hk[w], hr[w], x, key, row):
+                break
+            hv[j] = hv[w]
+            hk[j] = hk[w]
+            hr[j] = hr[w]
+            j = w
+        hv[j] = x
+        hk[j] = key
+        hr[j] = row
+    return hr[:size].copy()
+
+
+_BLOCK = 64  # rows per block of the scan's vectorised pre-filter
+
+
+@njit(cache=True)
+def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
+    """One pass: the top ``n_vec`` eligible rows by finite cosine and the top ``n_lex`` by
+    lexical score > 0, each best first (as :func:`_top`), and whether any eligible row has
+    a finite cosine / a positive lexical score.
+
+    Rows go block by block: a branch-free count of the values that reach each pool's entry
+    threshold (which the compiler vectorises) skips most blocks once the pools are full;
+    the rest are offered row by row."""
+    n = cosine.size
+    vh = np.empty(max(0, min(n_vec, n)))
+    vk = np.empty(vh.size, dtype=np.int64)
+    vr = np.empty(vh.size, dtype=np.int64)
+    lh = np.empty(max(0, min(n_lex, n)))
+    lk = np.empty(lh.size, dtype=np.int64)
+    lr = np.empty(lh.size, dtype=np.int64)
+    vs = 0
+    ls = 0
+    # entry thresholds: a full pool's worst value (nothing below it enters); NaN, which
+    # nothing reaches, once a path without a pool has answered its any_* question
+    vthr = -np.inf
+    lthr = 5e-324  # the least positive double: lexical > 0
+    any_vec = False
+    any_lex = False
+    for start in range(0, n, _BLOCK):
+        end = min(start + _BLOCK, n)
+        hits = 0
+        if vthr == vthr:
+            for i in range(start, end):
+                if cosine[i] >= vthr:
+                    hits += 1
+        if hits:
+            vs, found = _pool_block(cosine, cosine, 1, 1.0, False, is_graph, include_graph, order_key, start, end, vh, vk, vr, vs)
+            any_vec |= found
+            if vh.size == 0:
+                if any_vec:
+                    vthr = np.nan
+            elif vs == vh.size:
+                vthr = vh[0]
+        if mode == 0 or lthr != lthr:
+            continue
+        hits = 0
+        if mode == 3:
+            for i in range(start, end):
+                if bm25[i] + boost * fuzzy[i] >= lthr:
+                    hits += 1
+        elif mode == 1:
+            for i in range(start, end):
+                if bm25[i] >= lthr:
+                    hits += 1
+        else:
+            for i in range(start, end):
+                if boost * fuzzy[i] >= lthr:
+                    hits += 1
+        if hits:
+            ls, found = _pool_block(bm25, fuzzy, mode, boost, True, is_graph, include_graph, order_key, start, end, lh, lk, lr, ls)
+            any_lex |= found
+            if lh.size == 0:
+                if any_lex:
+                    lthr = np.nan
+            elif ls == lh.size:
+                lthr = lh[0]
+    return _drain(vh, vk, vr, vs), _drain(lh, lk, lr, ls), any_vec, any_lex
+
+
+@njit(cache=True)
+def _union(vec_top, lex_top, bm25, fuzzy, mode, boost):  # pragma: no cover - compiled
+    """Ascending union of two row sets, membership flags, and the rows' lexical scores."""
+    codes = np.empty(vec_top.size + lex_top.size, dtype=np.int64)
+    for j in range(vec_top.size):
+        codes[j] = vec_top[j] * 2
+    for j in range(lex_top.size):
+        codes[vec_top.size + j] = lex_top[j] * 2 + 1
+    codes.sort()
+    rows = np.empty(codes.size, dtype=np.int64)
+    in_vec = np.zeros(codes.size, dtype=np.bool_)
+    in_lex = np.zeros(codes.size, dtype=np.bool_)
+    m = -1
+    for j in range(codes.size):
+        r = codes[j] >> 1
+        if m < 0 or rows[m] != r:
+            m += 1
+            rows[m] = r
+        if codes[j] & 1:
+            in_lex[m] = True
+        else:
+            in_vec[m] = True
+    m += 1
+    lex = np.empty(m)
+    for j in range(m):
+        lex[j] = _lex_at(bm25, fuzzy, rows[j], mode, boost)
+    return rows[:m].copy(), in_vec[:m].copy(), in_lex[:m].copy(), lex
+
+
+@njit(cache=True)
+def _select(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
+    vec_top, lex_top, any_vec, any_lex = _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex)
+    rows, in_vec, in_lex, lex = _union(vec_top, lex_top, bm25, fuzzy, mode, boost)
+    return rows, in_vec, in_lex, lex, vec_top.size, lex_top.size, any_vec, any_lex
+
+
 def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
     """Candidate rows (union of the pools), the weights, and the lexical scores (steps 1-3).
 
     Unpacks as ``rows, weights, lexical, member``.
     """
-    eligible = np.ones(len(frame), dtype=bool) if cfg.include_graph_docs else ~frame.is_graph
-    lex = lexical_score(frame, cfg)
-    vec_ok = eligible & np.isfinite(frame.cosine)
-    lex_ok = eligible & (lex > 0)
-    wv, wl, reason = _weights(frame, cfg, vec_ok, lex_ok)
-    in_vec = np.zeros(len(frame), dtype=bool)
-    in_lex = np.zeros(len(frame), dtype=bool)
-    if wv > 0:
-        in_vec[_top(frame.cosine, vec_ok, frame.order_key, math.ceil(k * cfg.vector_pool_multiplier))] = True
-    if wl > 0:
-        in_lex[_top(lex, lex_ok, frame.order_key, math.ceil(k * cfg.lexical_pool_multiplier))] = True
-    rows = np.flatnonzero(in_vec | in_lex)
+    # A pool can only get weight when it does with both paths hit (_weights is monotone in
+    # its hit flags), so pools not even then possible are not built; any that was built
+    # and then gets weight 0 is dropped below.
+    wv_max, wl_max, _ = _weights(frame, cfg, True, True)
+    n_vec = math.ceil(k * cfg.vector_pool_multiplier) if wv_max > 0 else 0
+    n_lex = math.ceil(k * cfg.lexical_pool_multiplier) if wl_max > 0 else 0
+    mode = _lex_mode(cfg)
+    rows, in_vec, in_lex, lex, got_vec, got_lex, any_vec, any_lex = _select(
+        frame.cosine, frame.bm25, frame.fuzzy, frame.is_graph, frame.order_key,
+        mode, float(cfg.fuzzy_boost), bool(cfg.include_graph_docs), max(n_vec, 0), max(n_lex, 0),
+    )
+    wv, wl, reason = _weights(frame, cfg, any_vec, any_lex)
+    if (got_vec and not wv > 0) or (got_lex and not wl > 0):
+        in_vec &= wv > 0
+        in_lex &= wl > 0
+        keep = in_vec | in_lex
+        rows, in_vec, in_lex, lex = rows[keep], in_vec[keep], in_lex[keep], lex[keep]
     blend = cfg.rerank_blend if (cfg.use_reranker and frame.rerank_ok) else 0.0
     weights = Weights(
         w_vec=wv,
@@ -206,7 +445,7 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
         w_recency=cfg.w_recency if cfg.use_recency else 0.0,
         w_confidence=cfg.w_confidence if cfg.use_confidence else 0.0,
     )
-    return Pools(rows, weights, lex, {"vector_pool": in_vec[rows], "lexical_pool": in_lex[rows]})
+    return Pools(rows, weights, {"vector_pool": in_vec, "lexical_pool": in_lex}, lex, frame, cfg)
 
 
 def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates: Pools | None = None) -> Fused:
@@ -219,9 +458,9 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         from memofs.learned import fuse_learned
 
         return fuse_learned(frame, cfg, k, candidates=candidates)
-    rows, w, lex_all, member = candidates if candidates is not None else pools(frame, cfg, k)
+    pool = candidates if candidates is not None else pools(frame, cfg, k)
+    rows, w, lex, member = pool.rows, pool.weights, pool.row_lexical, pool.member
     cos = clamp01(frame.cosine[rows])
-    lex = lex_all[rows]
     lex_sat = clamp01(saturate(lex, cfg.saturation_c))
     base0 = w.w_vec * cos + w.w_lex * lex_sat
     rr = frame.rerank[rows]

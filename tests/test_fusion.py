@@ -232,3 +232,125 @@ def test_fuse_equals_a_naive_per_document_reference(rows, k, vec, rr, changes):
     f = frame(docs, vector_ok=vec, rerank_ok=rr)
     got = fuse(f, cfg, k)
     assert list(zip(got.ids(f), got.scores.tolist(), strict=True)) == naive_fuse(docs, cfg, k, vec, rr)
+
+
+def _reference_pools(f: SignalFrame, cfg: RecallConfig, k: int):
+    """The numpy ``pools`` the compiled one replaced, kept as its reference:
+    (rows, (w_vec, w_lex, reason), lexical of every row, in_vec[rows], in_lex[rows])."""
+    if cfg.use_bm25 and cfg.use_fuzzy:
+        lex = f.bm25 + cfg.fuzzy_boost * f.fuzzy
+    elif cfg.use_bm25:
+        lex = f.bm25.astype(np.float64, copy=True)
+    elif cfg.use_fuzzy:
+        lex = cfg.fuzzy_boost * f.fuzzy
+    else:
+        lex = np.zeros(len(f))
+    eligible = np.ones(len(f), dtype=bool) if cfg.include_graph_docs else ~f.is_graph
+    vec_ok = eligible & np.isfinite(f.cosine)
+    lex_ok = eligible & (lex > 0)
+    vector_usable = cfg.use_vector and f.vector_ok and cfg.w_vec > 0 and bool(vec_ok.any())
+    lexical_usable = (cfg.use_bm25 or (cfg.use_fuzzy and cfg.fuzzy_boost > 0)) and cfg.w_vec < 1
+    lexical_hits = lexical_usable and bool(lex_ok.any())
+    if not cfg.dynamic_weights:
+        wv, wl, reason = (cfg.w_vec if vector_usable else 0.0), ((1.0 - cfg.w_vec) if lexical_usable else 0.0), "fixed"
+    elif not vector_usable and not lexical_hits:
+        wv, wl, reason = 0.0, 0.0, "no vector path and no lexical hit: no candidates"
+    elif not vector_usable:
+        wv, wl, reason = 0.0, 1.0, "vector path unavailable: lexical only"
+    elif not lexical_hits:
+        wv, wl, reason = 1.0, 0.0, "no lexical hit: vectors only"
+    else:
+        wv, wl, reason = cfg.w_vec, 1.0 - cfg.w_vec, "default split"
+
+    def top(values, mask, n):
+        rows = np.flatnonzero(mask)
+        if rows.size == 0 or n <= 0:
+            return rows[:0]
+        return rows[np.lexsort((f.order_key[rows], -values[rows]))][:n]
+
+    in_vec = np.zeros(len(f), dtype=bool)
+    in_lex = np.zeros(len(f), dtype=bool)
+    if wv > 0:
+        in_vec[top(f.cosine, vec_ok, math.ceil(k * cfg.vector_pool_multiplier))] = True
+    if wl > 0:
+        in_lex[top(lex, lex_ok, math.ceil(k * cfg.lexical_pool_multiplier))] = True
+    rows = np.flatnonzero(in_vec | in_lex)
+    return rows, (wv, wl, reason), lex, in_vec[rows], in_lex[rows]
+
+
+def _random_frame(rng: np.random.Generator, n: int) -> SignalFrame:
+    coarse = rng.random() < 0.5  # few distinct values: ties at every pool boundary
+    if coarse:
+        cos = rng.choice([-0.25, -0.0, 0.0, 0.25, 0.5, 0.75], n)
+        bm25 = rng.choice([0.0, 0.0, 0.0, 0.5, 1.0, 3.0], n)
+        fuzzy = rng.choice([0.0, 0.0, 0.5, 1.0], n)
+    else:
+        cos = rng.uniform(-0.2, 0.8, n)
+        bm25 = np.where(rng.random(n) < 0.7, 0.0, rng.exponential(3.0, n))
+        fuzzy = np.where(rng.random(n) < 0.6, 0.0, rng.random(n))
+    cos[rng.random(n) < rng.choice([0.0, 0.1, 0.5, 1.0])] = np.nan
+    if n and rng.random() < 0.2:
+        cos[rng.integers(n)] = rng.choice([np.inf, -np.inf])
+    if n and rng.random() < 0.2:
+        bm25[rng.integers(n)] = np.nan
+    return SignalFrame(
+        ids=tuple(f"m{i}" for i in range(n)), order_key=rng.permutation(n).astype(np.int64), bm25=bm25, fuzzy=fuzzy,
+        cosine=cos, rerank=np.full(n, NAN), age_days=np.full(n, NAN), confidence=np.full(n, NAN),
+        kind=np.zeros(n, dtype=np.int64), stale=np.zeros(n, dtype=bool), is_graph=rng.random(n) < rng.choice([0.0, 0.05, 0.5]),
+        vector_ok=bool(rng.random() < 0.85), rerank_ok=False,
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_pools_equal_the_numpy_reference(seed):
+    from memofs.fusion import _lex_mode, _scan, _top, pools
+
+    rng = np.random.default_rng(seed)
+    for trial in range(300):
+        f = _random_frame(rng, int(rng.choice([0, 1, 2, 5, 17, 60, 250])))
+        cfg = RecallConfig(
+            use_bm25=bool(rng.random() < 0.8), use_fuzzy=bool(rng.random() < 0.7), use_vector=bool(rng.random() < 0.85),
+            include_graph_docs=bool(rng.random() < 0.3), dynamic_weights=bool(rng.random() < 0.8),
+            w_vec=float(rng.choice([0.0, 0.3, 0.6, 1.0])), fuzzy_boost=float(rng.choice([0.0, 0.15, 0.1 + rng.random()])),
+            vector_pool_multiplier=float(rng.choice([0.5, 1.0, 3.0, 40.0])), lexical_pool_multiplier=float(rng.choice([0.5, 2.0, 40.0])),
+        )
+        k = int(rng.integers(1, 15))
+        rows, (wv, wl, reason), lex, in_vec, in_lex = _reference_pools(f, cfg, k)
+        got = pools(f, cfg, k)
+        where = (seed, trial, cfg, k)
+        np.testing.assert_array_equal(got.rows, rows, err_msg=str(where))
+        assert got.rows.dtype == np.int64
+        assert (got.weights.w_vec, got.weights.w_lex, got.weights.reason) == (wv, wl, reason), where
+        np.testing.assert_array_equal(got.member["vector_pool"], in_vec)
+        np.testing.assert_array_equal(got.member["lexical_pool"], in_lex)
+        # bit for bit: the pool's lexical scores and the lazily computed full array
+        assert got.row_lexical.tobytes() == lex[rows].tobytes(), where
+        assert got.lexical.tobytes() == lex.tobytes(), where
+        r2, w2, l2, m2 = got
+        assert r2 is got.rows and w2 is got.weights and l2 is got.lexical and m2 is got.member
+        # the kernel's ordered pools equal _top's, order included
+        eligible = np.ones(len(f), dtype=bool) if cfg.include_graph_docs else ~f.is_graph
+        n_vec, n_lex = int(rng.integers(0, 30)), int(rng.integers(0, 30))
+        vec_top, lex_top, any_vec, any_lex = _scan(
+            f.cosine, f.bm25, f.fuzzy, f.is_graph, f.order_key, _lex_mode(cfg), cfg.fuzzy_boost, cfg.include_graph_docs, n_vec, n_lex)
+        vec_ok, lex_ok = eligible & np.isfinite(f.cosine), eligible & (lex > 0)
+        np.testing.assert_array_equal(vec_top, _top(f.cosine, vec_ok, f.order_key, n_vec))
+        np.testing.assert_array_equal(lex_top, _top(lex, lex_ok & np.isfinite(lex), f.order_key, n_lex))
+        assert (any_vec, any_lex) == (bool(vec_ok.any()), bool(lex_ok.any()) and _lex_mode(cfg) != 0)
+
+
+def test_compiled_pools_take_read_only_and_strided_columns():
+    from memofs.fusion import pools
+
+    f = _random_frame(np.random.default_rng(7), 400)
+    cfg = RecallConfig()
+    want = _reference_pools(f, cfg, 10)
+    for name in ("cosine", "bm25", "fuzzy", "is_graph", "order_key"):
+        getattr(f, name).flags.writeable = False
+    got = pools(f, cfg, 10)
+    np.testing.assert_array_equal(got.rows, want[0])
+    g = f.take(np.arange(400))
+    g.cosine = np.repeat(f.cosine, 2)[::2]  # a strided view
+    got = pools(g, cfg, 10)
+    np.testing.assert_array_equal(got.rows, want[0])
+    np.testing.assert_array_equal(got.member["vector_pool"], want[3])
