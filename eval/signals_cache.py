@@ -10,6 +10,7 @@ Fusion never runs here; configs that differ only in fusion fields share a group.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,13 +25,15 @@ from tqdm.auto import tqdm
 from memofs.config import SIGNAL_FIELDS, RecallConfig
 from memofs.graph import EntityGraph
 from memofs.recall import Recaller
-from memofs.signals import SignalFrame
+from memofs.signals import ContextColumns, SignalFrame
 
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
 
-FORMAT = 1
+FORMAT = 2
 COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
+#: :class:`ContextColumns` fields, stored once per scope (they do not depend on the query)
+CONTEXT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ContextColumns))
 _MEMOFS = Path(__file__).resolve().parents[1] / "memofs"
 RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py"})  # applied live, never cached
 
@@ -124,6 +127,12 @@ def save_frames(path: Path, frames: dict[str, SignalFrame], embedder_name: str) 
     }
     arrays["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     arrays["scope_of"] = np.array(scope_of, dtype=np.int64)
+    # context per scope: the first query of each scope carries it (a Recaller per scope)
+    first = {s: qids[i] for i, s in reversed(list(enumerate(scope_of)))}
+    ctx = [frames[first[s]].context for s in range(len(scopes))]
+    if ctx and all(c is not None for c in ctx):
+        for c in CONTEXT_COLUMNS:
+            arrays[f"context_{c}"] = np.concatenate([getattr(x, c) for x in ctx])
     meta = {
         "qids": qids,
         "query_text": [frames[q].query_text for q in qids],
@@ -149,13 +158,19 @@ def load_frames(path: Path) -> tuple[dict[str, SignalFrame], str]:
         meta = json.loads(z["meta"].tobytes().decode())
         cols = {c: z[c] for c in COLUMNS}
         offsets, scope_of = z["offsets"], z["scope_of"]
+        ctx_cols = {c: z[f"context_{c}"] for c in CONTEXT_COLUMNS} if "context_prev_row" in z.files else None
     scopes = [tuple(ids) for ids in meta["scopes"]]
+    contexts: list[ContextColumns | None] = [None] * len(scopes)
+    if ctx_cols is not None:
+        ends = np.cumsum([0] + [len(ids) for ids in scopes])
+        contexts = [ContextColumns(**{c: v[ends[i]:ends[i + 1]] for c, v in ctx_cols.items()}) for i in range(len(scopes))]
     frames = {}
     for i, qid in enumerate(meta["qids"]):
         a, b = int(offsets[i]), int(offsets[i + 1])
         frames[qid] = SignalFrame(
             ids=scopes[int(scope_of[i])], **{c: cols[c][a:b] for c in COLUMNS},
             query_text=meta["query_text"][i], vector_ok=meta["vector_ok"][i], rerank_ok=meta["rerank_ok"][i],
+            context=contexts[int(scope_of[i])],
         )
     return frames, meta["embedder"]
 

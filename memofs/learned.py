@@ -14,6 +14,11 @@ Query-level features (query length, "asks about the past / the present" flags) c
 pairwise linear model, so they enter only as interactions with candidate features (e.g.
 ``past * recency``): whether recency helps becomes a property of the query.
 
+Context features read the frame's :class:`~memofs.signals.ContextColumns`: the relevance of
+the memories remembered next to a candidate in its session (an answer often sits next to
+the turn that matches the question's words), the session's best relevance, and
+facts about the candidate's text (length, "is a question", "mentions a moment").
+
 Model files are small versioned JSON (:data:`FORMAT`, :data:`VERSION`); never pickle.
 """
 
@@ -34,7 +39,7 @@ from numpy.typing import NDArray
 from memofs.config import DEFAULT_KIND_EXPIRY_DAYS, RecallConfig
 from memofs.records import MEMORY_KINDS
 from memofs.saturation import clamp01, saturate
-from memofs.signals import OTHER_KIND, SignalFrame
+from memofs.signals import OTHER_KIND, ContextColumns, SignalFrame
 
 FORMAT = "memofs-learned-fusion"
 VERSION = 1
@@ -124,10 +129,26 @@ FEATURES: tuple[str, ...] = (
     # query-aware interactions (query-level flags alone cancel pairwise)
     "past_x_recency", "past_x_age_rel", "date_x_recency", "date_x_age_rel", "present_x_recency", "present_x_age_rel",
     "when_x_age_rel", "qlen_x_lexical_norm", "qlen_x_cosine_norm",
+    # session context (ContextColumns): neighbours' relevance, the session's relevance
+    "prev_lexical_rel", "next_lexical_rel", "nb1_lexical_rel", "nb2_lexical_rel",
+    "prev_cosine_rel", "next_cosine_rel", "nb1_cosine_rel", "nb2_cosine_rel",
+    "session_max_lexical_rel", "session_other_lexical_rel", "session_max_cosine_rel", "session_other_cosine_rel",
+    # the candidate's text (ContextColumns)
+    "log_words", "is_question", "after_question_lexical_rel", "after_question_cosine_rel", "has_time", "when_x_has_time",
 )
 """Feature names, in column order. ``*_norm``: min-max within the query's candidates;
 ``*_rr``: 1 / rank within that pool (0 outside it); ``age_rel``: min-max of age within the
-candidates (0 = newest); ``qlen``: log1p(words of the recall query)."""
+candidates (0 = newest); ``qlen``: log1p(words of the recall query).
+
+Context features (:func:`_context_features`) use relevance relative to the whole corpus:
+``lexical_rel = lexical / max(lexical)`` and ``cosine_rel = min-max of cosine`` over every
+non-graph document of the frame (not only the candidates), so a neighbour outside the pools
+still counts. ``prev_*`` / ``next_*``: that of the previous / next memory of the session (0
+when none); ``nb1_*``: max over +-1, ``nb2_*``: max over +-1 and +-2; ``session_max_*``: max over
+the candidate's session; ``session_other_*``: the max over the session without the candidate
+itself (0 when alone); ``log_words``: log1p(words);
+``after_question_*``: ``is_question(prev) * *_rel(prev)``; ``when_x_has_time``: the query
+starts with "when" and the memory mentions a moment."""
 
 
 def _minmax(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -218,8 +239,82 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
         "when_x_age_rel": q.when * age_rel,
         "qlen_x_lexical_norm": qlen * lex_norm,
         "qlen_x_cosine_norm": qlen * cos_norm,
+        **_context_features(frame, rows, np.nan_to_num(frame.bm25) + params.fuzzy_boost * np.nan_to_num(frame.fuzzy), q.when),
     }
     return np.column_stack([np.asarray(cols[f], dtype=np.float64) for f in FEATURES]) if n else np.zeros((0, len(FEATURES)))
+
+
+def _no_context(n: int) -> ContextColumns:
+    """Context of a frame that has none: no neighbours, every document a session of its own."""
+    none = np.full(n, -1, dtype=np.int64)
+    return ContextColumns(none, none, np.arange(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+
+
+def _corpus_rel(frame: SignalFrame, lexical: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``lexical / max(lexical)`` and min-max ``cosine`` over the frame's non-graph documents
+    (0 for a missing cosine, a constant column or an empty corpus)."""
+    docs = ~frame.is_graph
+    top = float(lexical[docs].max()) if docs.any() else 0.0
+    lex_rel = lexical / top if top > 0 else np.zeros_like(lexical)
+    cos_rel = _minmax(np.where(docs, frame.cosine, np.nan))
+    return lex_rel, cos_rel
+
+
+def _session_stats(values: NDArray[np.float64], session: NDArray[np.int64], rows: NDArray[np.int64]
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per candidate ``rows``: (max, max without the candidate) of ``values`` (>= 0) over its
+    session; only the candidates' sessions are aggregated."""
+    if rows.size == 0:
+        return np.zeros(0), np.zeros(0)
+    sub = np.flatnonzero(np.isin(session, session[rows]))
+    codes, g = np.unique(session[sub], return_inverse=True)
+    v = values[sub]
+    order = np.lexsort((-v, g))  # by session, then value descending
+    gs, vs = g[order], v[order]
+    first = np.r_[True, gs[1:] != gs[:-1]]
+    top1 = np.zeros(codes.size)
+    top1[gs[first]] = vs[first]
+    second = np.flatnonzero(first) + 1
+    second = second[(second < gs.size)]
+    second = second[gs[second] == gs[second - 1]]
+    top2 = np.zeros(codes.size)
+    top2[gs[second]] = vs[second]
+    cg = np.searchsorted(codes, session[rows])
+    own = values[rows]
+    return top1[cg], np.where(own >= top1[cg], top2[cg], top1[cg])
+
+
+def _context_features(frame: SignalFrame, rows: NDArray[np.int64], lexical: NDArray[np.float64], when: float
+                      ) -> dict[str, NDArray[np.float64]]:
+    """The context columns of :data:`FEATURES` for candidates ``rows`` (``lexical``: every
+    frame row's BM25 + fuzzy_boost * fuzzy; ``when``: the query's "when" flag)."""
+    ctx = frame.context if frame.context is not None else _no_context(len(frame))
+    lex_rel, cos_rel = _corpus_rel(frame, lexical)
+
+    def at(values: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.where(idx >= 0, values[np.maximum(idx, 0)], 0.0)
+
+    prev, nxt = ctx.prev_row[rows], ctx.next_row[rows]
+    prev2 = np.where(prev >= 0, ctx.prev_row[np.maximum(prev, 0)], -1)
+    next2 = np.where(nxt >= 0, ctx.next_row[np.maximum(nxt, 0)], -1)
+    out: dict[str, NDArray[np.float64]] = {}
+    for name, rel in (("lexical", lex_rel), ("cosine", cos_rel)):
+        p1, n1 = at(rel, prev), at(rel, nxt)
+        out[f"prev_{name}_rel"], out[f"next_{name}_rel"] = p1, n1
+        out[f"nb1_{name}_rel"] = np.maximum(p1, n1)
+        out[f"nb2_{name}_rel"] = np.maximum.reduce([p1, n1, at(rel, prev2), at(rel, next2)])
+        out[f"session_max_{name}_rel"], out[f"session_other_{name}_rel"] = _session_stats(rel, ctx.session, rows)
+    is_q = ctx.is_question.astype(np.float64)
+    has_time = ctx.has_time[rows].astype(np.float64)
+    out.update({
+        "log_words": np.log1p(ctx.n_words[rows]),
+        "is_question": is_q[rows],
+        "after_question_lexical_rel": at(is_q, prev) * at(lex_rel, prev),
+        "after_question_cosine_rel": at(is_q, prev) * at(cos_rel, prev),
+        "has_time": has_time,
+        "when_x_has_time": when * has_time,
+    })
+    return out
 
 
 # --------------------------------------------------------------------------- model
@@ -380,7 +475,8 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedMo
         if cfg.learned_model is None:
             raise ValueError("fusion='learned' needs RecallConfig.learned_model")
         model = load_model(cfg.learned_model)
-    rows, w, _lex, member = candidates if candidates is not None else pools(frame, cfg, k)
+    pool = candidates if candidates is not None else pools(frame, cfg, k)
+    rows, w, member = pool.rows, pool.weights, pool.member
     X = features(frame, rows, member, model.params)
     cols = [FEATURES.index(f) for f in model.features]
     raw = model.raw_scores(X[:, cols])

@@ -32,7 +32,7 @@ from memofs.graph import EntityGraph
 from memofs.records import Memory
 from memofs.rerank import DeterministicFallbackReranker, Reranker
 from memofs.rewrite import rewrite_query
-from memofs.signals import SignalFrame, kind_code
+from memofs.signals import ContextColumns, SignalFrame, context_columns, kind_code
 from memofs.tokenize import tokenize_simple
 from memofs.vector_index import VectorIndex
 
@@ -244,7 +244,7 @@ class Recaller:
         """
         cfg = config or self.config
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True)
         if frame.rerank_ok:
             with stage("rerank overlap"):
                 frame.rerank[:] = self._rerank_all(frame.query_text, frame.ids)
@@ -252,10 +252,11 @@ class Recaller:
         return frame
 
     def _extract(self, query: str, task_type: str | None, now: datetime | None, cfg: RecallConfig,
-                 stage: _Stopwatch) -> tuple[SignalFrame, _CorpusColumns]:
+                 stage: _Stopwatch, context: bool) -> tuple[SignalFrame, _CorpusColumns]:
         """The frame with every signal the pools need (lexical, cosine, age, ...), and the
         corpus columns; the rerank overlap (NaN) and drift (False) wait for
-        :meth:`signals` or the pool."""
+        :meth:`signals` or the pool. ``context``: attach the corpus's
+        :class:`~memofs.signals.ContextColumns` (only the learned fusion reads them)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         now = self._now(now)
@@ -291,7 +292,7 @@ class Recaller:
                 age_days=age, confidence=cols.confidence, kind=cols.kind, stale=np.zeros(n, dtype=bool),
                 is_graph=cols.is_graph, query_text=text, vector_ok=vector_ok,
                 rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
-                entities=tuple(resolved), notes=notes,
+                entities=tuple(resolved), notes=notes, context=cols.context if context else None,
             ), cols
 
     def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
@@ -342,7 +343,7 @@ class Recaller:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned")
         with stage("fusion"):
             pool = pools(frame, cfg, k)
         blend_ready = frame.rerank_ok
@@ -412,6 +413,14 @@ class _CorpusColumns:
     is_graph: NDArray[np.bool_]
     vector_rows: NDArray[np.int64]  # row in the vector index, -1 when the document has none
     anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
+    namespaces: tuple[str | None, ...] = ()  # None for a graph document
+    texts: tuple[str, ...] = ()
+
+    @cached_property
+    def context(self) -> ContextColumns:
+        """Session neighbours and text facts (:func:`memofs.signals.context_columns`), built
+        on first use: online recall needs them only for the learned fusion."""
+        return context_columns(self.ids, self.namespaces, self.created_ts, self.texts)
 
     @cached_property
     def _vector_layout(self) -> tuple[int, int] | NDArray[np.int64]:
@@ -457,4 +466,7 @@ class _CorpusColumns:
                 conf[i] = m.confidence
             anchored[i] = bool(m.anchors)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
-        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored)
+        mems = [memories.get(d) for d in ids]
+        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
+                   tuple(m.namespace if m is not None else None for m in mems),
+                   tuple(m.text if m is not None else "" for m in mems))

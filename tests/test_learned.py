@@ -29,7 +29,7 @@ from memofs.learned import (
     model_from_json,
     query_cues,
 )
-from memofs.signals import SignalFrame, kind_code
+from memofs.signals import SignalFrame, context_columns, kind_code, natural_key
 
 REPO = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -104,6 +104,59 @@ def test_features_by_hand():
     assert v["present_x_recency"].tolist() == [0, 0, 0]
     qlen = math.log1p(9)  # When did Alice move to Paris in May 2023
     assert v["qlen_x_lexical_norm"].tolist() == pytest.approx([qlen * x for x in v["lexical_norm"]])
+
+
+def test_context_columns_sessions_and_neighbours():
+    day = 86400.0
+    ids = ["D1:10", "D1:2", "D1:1", "D2:1", "g", "x", "other"]
+    ns = ["c", "c", "c", "c", None, "c", "d"]
+    ts = np.array([day, day, day, 3 * day, NAN, NAN, day])
+    texts = ["fine, thanks", "how was the race?", "I ran a charity race last weekend", "hi", "", "no date", "other namespace"]
+    c = context_columns(ids, ns, ts, texts)
+    assert natural_key("D1:2") < natural_key("D1:10")
+    # session (c, day 1) in natural id order: D1:1, D1:2, D1:10; everything else alone
+    assert c.prev_row.tolist() == [1, 2, -1, -1, -1, -1, -1]
+    assert c.next_row.tolist() == [-1, 0, 1, -1, -1, -1, -1]
+    assert c.session[0] == c.session[1] == c.session[2] and len(set(c.session[3:].tolist())) == 4
+    assert c.is_question.tolist() == [False, True, False, False, False, False, False]
+    assert c.has_time.tolist() == [False, False, True, False, False, False, False]
+    assert c.n_words.tolist() == [2, 4, 7, 1, 0, 2, 2]
+    # restricting a frame drops neighbours left out
+    sub = c.take(np.array([0, 2]), len(ids))
+    assert sub.prev_row.tolist() == [-1, -1] and sub.next_row.tolist() == [-1, -1]
+
+
+def test_context_features_by_hand():
+    day = 86400.0
+    rows_ = [
+        {"id": "t1", "bm25": 0.0, "fuzzy": 0.0, "cos": 0.0},  # "How was the race?"
+        {"id": "t2", "bm25": 4.0, "fuzzy": 0.0, "cos": 0.5},  # the question's words
+        {"id": "t3", "bm25": 0.0, "fuzzy": 0.0, "cos": 1.0},  # the answer, next to it
+        {"id": "u1", "bm25": 2.0, "fuzzy": 0.0, "cos": 0.25},  # another session
+    ]
+    f = frame(rows_, query="When was the race?")
+    f.context = context_columns(f.ids, ["c"] * 4, np.array([day, day, day, 5 * day]),
+                                ["How was the race?", "the charity race", "great, I ran it yesterday", "race day"])
+    rows = np.array([0, 1, 2, 3])
+    X = features(f, rows, {"vector_pool": np.ones(4, bool), "lexical_pool": np.ones(4, bool)}, FeatureParams())
+    v = {name: X[:, j] for j, name in enumerate(FEATURES)}
+    assert v["prev_lexical_rel"].tolist() == [0.0, 0.0, 1.0, 0.0]  # lexical / max lexical (4.0)
+    assert v["next_cosine_rel"].tolist() == [0.5, 1.0, 0.0, 0.0]  # min-max cosine over the corpus
+    assert v["nb2_lexical_rel"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert v["session_max_lexical_rel"].tolist() == [1.0, 1.0, 1.0, 0.5]
+    assert v["session_other_cosine_rel"].tolist() == [1.0, 1.0, 0.5, 0.0]
+    assert v["session_other_lexical_rel"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert v["is_question"].tolist() == [1, 0, 0, 0]
+    assert v["after_question_lexical_rel"].tolist() == [0.0, 0.0, 0.0, 0.0]  # t2 follows a question with lexical 0
+    assert v["after_question_cosine_rel"].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert v["has_time"].tolist() == [0, 0, 1, 0] and v["when_x_has_time"].tolist() == [0, 0, 1, 0]
+    assert v["log_words"].tolist() == pytest.approx([math.log1p(4), math.log1p(3), math.log1p(5), math.log1p(2)])
+    # without context columns: no neighbours, each document its own session
+    f.context = None
+    X0 = features(f, rows, {"vector_pool": np.ones(4, bool), "lexical_pool": np.ones(4, bool)}, FeatureParams())
+    v0 = {name: X0[:, j] for j, name in enumerate(FEATURES)}
+    assert v0["nb1_lexical_rel"].tolist() == [0, 0, 0, 0] and v0["session_other_cosine_rel"].tolist() == [0, 0, 0, 0]
+    assert v0["session_max_lexical_rel"].tolist() == [0.0, 1.0, 0.0, 0.5]
 
 
 @pytest.mark.parametrize(("text", "past", "date", "present", "when"), [
