@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from memofs.bm25_kernel import top_k_postings
+from memofs.bm25_kernel import add_fuzzy_term, top_k_postings
 from memofs.fuzzy import VocabularyMatcher
 from memofs.tokenize import tokenize
 
@@ -256,16 +256,13 @@ class _Layout:
                 bm25[w.indices[a:z]] += w.data[a:z]  # a column has no repeated rows
         fz = np.zeros(n)
         if fuzzy and terms and n:
-            # sum of count(q) * credit(q) per document, in the steps token_overlap takes
+            # sum of count(q) * credit(q) per document, in the steps token_overlap takes,
+            # visiting only the documents with a (related) posting
+            credit, seen, touched = np.zeros(n), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)
             for term, mult in Counter(terms).items():
                 j = self.vocab.get(term)
-                rel = self.related(term)
-                credit = np.zeros(n)
-                if rel.size:
-                    credit[w.indices[self._postings(rel)]] = partial
-                if j is not None:
-                    credit[w.indices[w.indptr[j] : w.indptr[j + 1]]] = 1.0  # exact beats partial
-                fz += mult * credit
+                add_fuzzy_term(w.indptr, w.indices, self.related(term), -1 if j is None else j, float(partial),
+                               float(mult), fz, credit, seen, touched)
             fz /= len(terms)
         raw = bm25 + boost * fz if fuzzy else bm25
         return LexicalScores(self.ids, bm25, fz, raw, self.order_key)

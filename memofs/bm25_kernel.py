@@ -51,3 +51,34 @@ def top_k_postings(indptr, indices, data, cols, n, k, order_key):  # pragma: no 
     for i in range(filled):
         out_s[i] = scores[best[i]]
     return best[:filled], out_s
+
+
+@njit(cache=True)
+def add_fuzzy_term(indptr, indices, related, exact, partial, mult, fz, credit, seen, touched):  # pragma: no cover - compiled
+    """``fz[d] += mult * credit(d)`` for one distinct query term, where ``credit`` is 1 for a
+    document holding term column ``exact`` (-1: none), ``partial`` for one holding any of the
+    ``related`` columns, else 0. Only documents with such a posting are visited; adding 0.0
+    to the others would change nothing, so the floats equal the dense form's.
+    ``credit``/``seen`` (length n, zero/False) and ``touched`` (length n) are scratch, left clean."""
+    m = 0
+    for c in related:
+        for p in range(indptr[c], indptr[c + 1]):
+            d = indices[p]
+            if not seen[d]:
+                seen[d] = True
+                credit[d] = partial
+                touched[m] = d
+                m += 1
+    if exact >= 0:
+        for p in range(indptr[exact], indptr[exact + 1]):
+            d = indices[p]
+            if not seen[d]:
+                seen[d] = True
+                touched[m] = d
+                m += 1
+            credit[d] = 1.0  # an exact match beats partial credit
+    for t in range(m):
+        d = touched[t]
+        fz[d] += mult * credit[d]
+        credit[d] = 0.0
+        seen[d] = False
