@@ -23,23 +23,53 @@ def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str] | Abstrac
     """Per-document fuzzy overlap, written straight from the definition.
 
     Sums ``count(q) * credit(q)`` over the distinct query terms in first-seen order, the
-    same floating-point steps the index takes for every document at once, so the two
-    agree bit for bit.
+    same floating-point steps the index (and :class:`QueryOverlap`) take, so they agree
+    bit for bit.
     """
     if not query_terms or not doc_terms:
         return 0.0
     doc_set = doc_terms if isinstance(doc_terms, AbstractSet) else set(doc_terms)
-    joined = "\n".join(doc_set)  # "q inside some d" in one scan (terms hold no newline)
     total = 0.0
     for q, mult in Counter(query_terms).items():
         if q in doc_set:
             credit = 1.0
-        elif (q in joined if "\n" not in q else any(q in d for d in doc_set)) or any(d in q for d in doc_set):
+        elif any(q in d or d in q for d in doc_set):
             credit = partial
         else:
             credit = 0.0
         total += mult * credit
     return total / len(query_terms)
+
+
+class QueryOverlap:
+    """:func:`token_overlap` with the query prepared once, for scoring many documents
+    (the reranker's candidate pool): "q lies inside some d" is one substring scan of the
+    document's terms joined by newlines, and "some d lies inside q" one set intersection
+    with q's precomputed substrings."""
+
+    def __init__(self, query_terms: Sequence[str], partial: float = 0.25) -> None:
+        self.n = len(query_terms)
+        self.partial = partial
+        self.terms = [
+            (q, mult, frozenset(q[a:z] for a in range(len(q)) for z in range(a + 1, len(q) + 1)))
+            for q, mult in Counter(query_terms).items()
+        ]
+
+    def score(self, doc_terms: Sequence[str] | AbstractSet[str]) -> float:
+        if not self.n or not doc_terms:
+            return 0.0
+        doc_set = doc_terms if isinstance(doc_terms, AbstractSet) else set(doc_terms)
+        joined = "\n".join(doc_set)
+        total = 0.0
+        for q, mult, inside_q in self.terms:
+            if q in doc_set:
+                credit = 1.0
+            elif (q in joined if "\n" not in q else any(q in d for d in doc_set)) or not inside_q.isdisjoint(doc_set):
+                credit = self.partial
+            else:
+                credit = 0.0
+            total += mult * credit
+        return total / self.n
 
 
 class VocabularyMatcher:

@@ -267,7 +267,9 @@ class Recaller:
             idx = self._lexical_index(cfg)
             cols = self._layout(idx)
             ids = cols.ids
-            age = np.maximum(0.0, (now.timestamp() - cols.created_ts) / 86400.0)
+            age = np.subtract(now.timestamp(), cols.created_ts)  # in place: one array, not three
+            age /= 86400.0
+            np.maximum(age, 0.0, out=age)
             n = len(ids)
         with stage("lexical (BM25 + fuzzy)"):
             lex = idx.score(text)

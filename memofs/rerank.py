@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.fuzzy import token_overlap
+from memofs.fuzzy import QueryOverlap
 from memofs.tokenize import tokenize_simple
 
 
@@ -38,8 +38,8 @@ class DeterministicFallbackReranker:
         self.partial = partial
 
     def score(self, query: str, texts: Sequence[str]) -> NDArray[np.float64]:
-        q = tokenize_simple(query)
-        return np.array([token_overlap(q, tokenize_simple(t), self.partial) for t in texts], dtype=np.float64)
+        q = QueryOverlap(tokenize_simple(query), self.partial)
+        return np.array([q.score(tokenize_simple(t)) for t in texts], dtype=np.float64)
 
 
 class CrossEncoderReranker:

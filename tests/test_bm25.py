@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memofs.bm25 import BM25Index
-from memofs.fuzzy import VocabularyMatcher, token_overlap
+from memofs.fuzzy import QueryOverlap, VocabularyMatcher, token_overlap
 from memofs.saturation import clamp01, saturate
 from memofs.tokenize import tokenize
 from naive_lexical import naive_fuzzy, naive_scores
@@ -213,3 +213,5 @@ def test_index_fuzzy_equals_per_document_definition_bit_for_bit(docs, query, par
     s = idx.score(" ".join(query))
     got = dict(zip(s.ids, s.fuzzy.tolist()))
     assert got == {f"d{i}": token_overlap(query, d, partial) for i, d in enumerate(docs)}
+    prepared = QueryOverlap(query, partial)  # the reranker's form, prepared once per query
+    assert got == {f"d{i}": prepared.score(d) for i, d in enumerate(docs)}
