@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,14 +35,20 @@ from memofs.tokenize import tokenize
 class LexicalScores:
     """Per-document lexical signals for one query, aligned with ``ids``.
 
-    ``raw = bm25 + fuzzy_boost * fuzzy`` is the spec's rawScore.
+    :attr:`raw` ``= bm25 + fuzzy_boost * fuzzy`` is the spec's rawScore (``bm25`` alone
+    when the fuzzy term was not computed: ``boost`` None). It is computed on first use:
+    recall combines ``bm25`` and ``fuzzy`` itself, under its own config.
     """
 
     ids: tuple[str, ...]
     bm25: NDArray[np.float64]
     fuzzy: NDArray[np.float64]
-    raw: NDArray[np.float64]
     order_key: NDArray[np.int64]  # rank of each id in ascending id order, for tie-breaks
+    boost: float | None = None
+
+    @cached_property
+    def raw(self) -> NDArray[np.float64]:
+        return self.bm25 + self.boost * self.fuzzy if self.boost is not None else self.bm25
 
     def top(self, k: int) -> list[tuple[str, float]]:
         """The ``k`` best documents with ``raw > 0``: raw descending, ties by id ascending."""
@@ -264,5 +271,4 @@ class _Layout:
                 add_fuzzy_term(w.indptr, w.indices, self.related(term), -1 if j is None else j, float(partial),
                                float(mult), fz, credit, seen, touched)
             fz /= len(terms)
-        raw = bm25 + boost * fz if fuzzy else bm25
-        return LexicalScores(self.ids, bm25, fz, raw, self.order_key)
+        return LexicalScores(self.ids, bm25, fz, self.order_key, boost if fuzzy else None)
