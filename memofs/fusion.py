@@ -227,6 +227,26 @@ def _before(va, ka, ra, vb, kb, rb):  # pragma: no cover - compiled
     return ra < rb
 
 
+@njit(cache=True, inline="always")
+def _sift_down(hv, hk, hr, size, x, key, row):  # pragma: no cover - compiled
+    """Move the worse child up from the root of the heap ``[:size]`` while it ranks after
+    ``(x, key, row)``; returns the slot where that entry belongs (the caller writes it)."""
+    j = 0
+    while True:
+        w = 2 * j + 1
+        if w >= size:
+            return j
+        r = w + 1
+        if r < size and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
+            w = r  # the worse child
+        if _before(hv[w], hk[w], hr[w], x, key, row):
+            return j
+        hv[j] = hv[w]
+        hk[j] = hk[w]
+        hr[j] = hr[w]
+        j = w
+
+
 @njit(cache=True)
 def _pool_block(a, b, mode, boost, positive, is_graph, include_graph, order_key, start, end, hv, hk, hr, size):  # pragma: no cover - compiled
     """Offer rows ``start:end`` to a bounded heap (root: its worst member) of capacity
@@ -251,20 +271,7 @@ def _pool_block(a, b, mode, boost, positive, is_graph, include_graph, order_key,
             key = order_key[i]
             if not _before(x, key, i, hv[0], hk[0], hr[0]):
                 continue
-            j = 0  # replace the root, sift down
-            while True:
-                w = 2 * j + 1
-                if w >= size:
-                    break
-                r = w + 1
-                if r < size and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
-                    w = r  # the worse child
-                if _before(hv[w], hk[w], hr[w], x, key, i):
-                    break
-                hv[j] = hv[w]
-                hk[j] = hk[w]
-                hr[j] = hr[w]
-                j = w
+            j = _sift_down(hv, hk, hr, size, x, key, i)  # replace the root
         else:
             key = order_key[i]
             j = size  # append, sift up
@@ -289,20 +296,7 @@ def _drain(hv, hk, hr, size):  # pragma: no cover - compiled
     for end in range(size - 1, 0, -1):
         x, key, row = hv[end], hk[end], hr[end]  # the root moves to ``end``; sift ``row`` down from 0
         hv[end], hk[end], hr[end] = hv[0], hk[0], hr[0]
-        j = 0
-        while True:
-            w = 2 * j + 1
-            if w >= end:
-                break
-            r = w + 1
-            if r < end and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
-                w = r
-            if _before(hv[w], hk[w], hr[w], x, key, row):
-                break
-            hv[j] = hv[w]
-            hk[j] = hk[w]
-            hr[j] = hr[w]
-            j = w
+        j = _sift_down(hv, hk, hr, end, x, key, row)
         hv[j] = x
         hk[j] = key
         hr[j] = row
