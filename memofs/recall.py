@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -100,7 +100,7 @@ class Recaller:
         # comes from a second index over its own tokens; online recall scores only the pool
         # and never builds it
         self._rerank_index: BM25Index | None = None
-        self._rerank_rows: NDArray[np.int64] | None = None
+        self._rerank_rows: tuple[tuple[str, ...], NDArray[np.int64]] | None = None  # (ids it aligns, rows)
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
         self.refresh_graph()
@@ -200,10 +200,11 @@ class Recaller:
             self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.reranker.partial)
             self._rerank_index.add_many(self._texts())
             self._rerank_rows = None
-        if self._rerank_rows is None or len(self._rerank_rows) != len(ids):
+        # lexical indexes of different (k1, b) may order the same documents differently
+        if self._rerank_rows is None or self._rerank_rows[0] is not ids:
             pos = {d: i for i, d in enumerate(self._rerank_index.ids)}
-            self._rerank_rows = np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids))
-        return self._rerank_index.score(text).fuzzy[self._rerank_rows]
+            self._rerank_rows = (ids, np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids)))
+        return self._rerank_index.score(text).fuzzy[self._rerank_rows[1]]
 
     def _text_of(self, doc_id: str) -> str:
         mem = self._memories.get(doc_id)

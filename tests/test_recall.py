@@ -326,3 +326,25 @@ def test_cosine_column_aligned_by_id_for_every_layout(pattern):
     got = cols.cosines(scores)
     want = [float(scores[r]) if r >= 0 else None for r in rows.tolist()]
     assert [None if np.isnan(x) else x for x in got.tolist()] == want
+
+
+def test_rerank_column_aligned_for_every_lexical_index():
+    """Indexes of different (k1, b) can order the same documents differently (an index
+    updated in place appends a re-added memory; one built later follows the corpus order):
+    the full-frame rerank overlap must follow each frame's own ids."""
+    from memofs.rerank import DeterministicFallbackReranker
+
+    g = EntityGraph(nodes=[GraphNode("concept:d1", "D1", aliases=("cloudflare d1",)), GraphNode("concept:pg", "PostgreSQL")])
+    r = Recaller(graph=g)
+    r.add(SEED)
+    q = "tenant metadata database pooling"
+    base = RecallConfig(use_rewrite=False, use_lexicon=False, use_entity_boost=False)
+    r.signals(q, now=NOW, config=base)  # builds the default index
+    r.remove(["d1"])
+    r.add([SEED[0]])  # appended to that index; first among the memories for a new one
+    texts = {**{m.id: m.text for m in r.memories.values()}, **dict(g.bm25_documents())}
+    frames = [r.signals(q, now=NOW, config=base), r.signals(q, now=NOW, config=base.replace(k1=1.5))]
+    assert frames[0].ids != frames[1].ids and sorted(frames[0].ids) == sorted(frames[1].ids)
+    for f in frames:
+        want = DeterministicFallbackReranker().score(q, [texts[i] for i in f.ids])
+        assert f.rerank.tolist() == want.tolist()

@@ -57,12 +57,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memofs.anchors import sha256_file
-from memofs.fusion import fuse
 from memofs.graph import EntityGraph
 from memofs.records import MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
 from memofs.recall import Recaller
-from memofs.rerank import DeterministicFallbackReranker
-from memofs.signals import SignalFrame
 from memofs.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
 from memofs_eval.bench.output import emit
