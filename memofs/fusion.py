@@ -306,6 +306,16 @@ def _drain(hv, hk, hr, size):  # pragma: no cover - compiled
 _BLOCK = 64  # rows per block of the scan's vectorised pre-filter
 
 
+@njit(cache=True, inline="always")
+def _entry_threshold(hv, size, any_hit, thr):  # pragma: no cover - compiled
+    """A pool's entry threshold after a block: a full pool's worst value (nothing below it
+    enters); NaN (nothing reaches it) for a pool of capacity 0 once a hit answered its
+    any_* question; else unchanged."""
+    if hv.size == 0:
+        return np.nan if any_hit else thr
+    return hv[0] if size == hv.size else thr
+
+
 @njit(cache=True)
 def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
     """One pass: the top ``n_vec`` eligible rows by finite cosine and the top ``n_lex`` by
@@ -340,11 +350,7 @@ def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, 
         if hits:
             vs, found = _pool_block(cosine, cosine, 1, 1.0, False, is_graph, include_graph, order_key, start, end, vh, vk, vr, vs)
             any_vec |= found
-            if vh.size == 0:
-                if any_vec:
-                    vthr = np.nan
-            elif vs == vh.size:
-                vthr = vh[0]
+            vthr = _entry_threshold(vh, vs, any_vec, vthr)
         if mode == 0 or lthr != lthr:
             continue
         hits = 0
@@ -363,11 +369,7 @@ def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, 
         if hits:
             ls, found = _pool_block(bm25, fuzzy, mode, boost, True, is_graph, include_graph, order_key, start, end, lh, lk, lr, ls)
             any_lex |= found
-            if lh.size == 0:
-                if any_lex:
-                    lthr = np.nan
-            elif ls == lh.size:
-                lthr = lh[0]
+            lthr = _entry_threshold(lh, ls, any_lex, lthr)
     return _drain(vh, vk, vr, vs), _drain(lh, lk, lr, ls), any_vec, any_lex
 
 
