@@ -43,8 +43,8 @@ from memofs_eval.metrics import per_query
 from memofs_eval.signals_cache import compute_frames, load_frames, save_frames
 from memofs_eval.spec import DatasetRef
 from memofs_eval.stats import holm, paired_pvalues
+from memofs_datasets.shared import locomo_path
 
-LOCOMO_PATH = REPO.parent / "shared" / "datasets" / "locomo"
 AGENT_MEMORY_PATH = REPO / "datasets" / "agent-memory"
 MODELS_DIR = REPO / "memofs" / "models"
 K = 10
@@ -98,7 +98,10 @@ def extraction_hash() -> str:
 
 def dataset_ref(name: str) -> DatasetRef:
     if name == "locomo":
-        return DatasetRef("locomo", LOCOMO_PATH, "locomo")
+        path = locomo_path()
+        if path is None:
+            raise SystemExit("learned fusion study: LoCoMo is not in shared data ($MEMOFS_SHARED, default ../shared)")
+        return DatasetRef("locomo", path, "locomo")
     if name == "agent-memory":
         return DatasetRef("agent-memory", AGENT_MEMORY_PATH, "memofs")
     if name == "tiny":

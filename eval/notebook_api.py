@@ -16,7 +16,7 @@ variable               meaning                                     default
 ``MEMOFS_NB_DATASET``  dataset name inside that spec               ``agent-memory`` (else the first)
 ``MEMOFS_NB_REPORT``   report folder of ``memofs-eval run``        ``reports/latest``
 ``MEMOFS_NB_FIGURES``  where figures are saved                     ``reports/figures``
-``MEMOFS_LOCOMO``      LoCoMo release (file or folder)             ``../shared/datasets/locomo``
+``MEMOFS_LOCOMO``      LoCoMo release (file or folder)             LoCoMo in ``$MEMOFS_SHARED``
 =====================  ==========================================  ================================
 """
 
@@ -55,13 +55,13 @@ from memofs_eval.data import EvalData, load  # noqa: E402
 from memofs_eval.runner import Ranked, rank_scores, run_all  # noqa: E402
 from memofs_eval.signals_cache import SignalCache  # noqa: E402
 from memofs_eval.spec import DatasetRef, Spec, Variant, load_spec  # noqa: E402
+from memofs_datasets.shared import locomo_path as shared_locomo_path  # noqa: E402
 
 SPEC_ENV, DATASET_ENV, REPORT_ENV, FIGURES_ENV, LOCOMO_ENV = (
     "MEMOFS_NB_SPEC", "MEMOFS_NB_DATASET", "MEMOFS_NB_REPORT", "MEMOFS_NB_FIGURES", "MEMOFS_LOCOMO")
 DEFAULT_SPEC = REPO / "eval" / "specs" / "default.toml"
 DEFAULT_DATASET = "agent-memory"
 LOCOMO_SPEC = REPO / "eval" / "specs" / "locomo.toml"
-LOCOMO_DEFAULT = REPO.parent / "shared" / "datasets" / "locomo"
 _FIG_NAME = re.compile(r"^nb\d\d_[a-z0-9_.-]+\.png$")
 
 
@@ -90,9 +90,11 @@ def figures_dir() -> Path:
 
 
 def locomo_path() -> Path | None:
-    """``$MEMOFS_LOCOMO`` or ``../shared/datasets/locomo`` next to the repo, when it exists."""
+    """``$MEMOFS_LOCOMO``, else LoCoMo in shared data (:mod:`memofs_datasets.shared`), when it exists."""
     raw = os.environ.get(LOCOMO_ENV)
-    p = Path(raw).expanduser().resolve() if raw else LOCOMO_DEFAULT
+    if not raw:
+        return shared_locomo_path()
+    p = Path(raw).expanduser().resolve()
     return p if p.exists() else None
 
 

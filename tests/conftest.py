@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -13,16 +12,25 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-LOCOMO_DIR = SHARED / "datasets" / "locomo"
 
 
 @pytest.fixture(scope="session")
 def real_sentences() -> list[str]:
-    """A few hundred real English sentences: the spec write-up and the facts sheet."""
-    spec = SHARED / "spec"
-    if not spec.is_dir():
-        pytest.skip("../shared/spec is not present")
-    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(spec.glob("*.md")))
-    parts = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text)]
-    return [s for s in parts if len(s.split()) >= 4]
+    """Several hundred real English sentences the project owns: the bundled datasets' memory
+    and query texts (never shared data, so the parity checks always run)."""
+    from memofs_datasets.texts import bundled_texts
+
+    texts = bundled_texts()
+    assert len(texts) >= 400, len(texts)
+    return texts
+
+
+@pytest.fixture(scope="session")
+def locomo_dir() -> Path:
+    """The LoCoMo release from shared data; the test is skipped when shared data is off or absent."""
+    from memofs_datasets.shared import locomo_path
+
+    path = locomo_path()
+    if path is None or not (path / "locomo10.json").is_file():
+        pytest.skip("LoCoMo is not in shared data ($MEMOFS_SHARED, default ../shared)")
+    return path

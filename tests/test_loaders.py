@@ -16,7 +16,6 @@ from memofs_datasets.locomo import load_locomo
 from memofs_datasets.longmemeval import load_longmemeval
 from memofs_datasets.trec import load_trec
 
-LOCOMO_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo"
 UTC = timezone.utc
 
 # --------------------------------------------------------------------------- LoCoMo fixtures
@@ -208,9 +207,8 @@ def _independent_locomo_totals(path: Path) -> dict:
 
 
 @pytest.mark.locomo
-def test_locomo_real_release() -> None:
-    if not (LOCOMO_DIR / "locomo10.json").is_file():
-        pytest.skip("../shared/datasets/locomo is not present")
+def test_locomo_real_release(locomo_dir: Path) -> None:
+    LOCOMO_DIR = locomo_dir
     want = _independent_locomo_totals(LOCOMO_DIR / "locomo10.json")
     assert 5500 <= want["turns"] <= 6300 and 1400 <= want["answerable"] <= 1600  # the published scale
     ds = load_locomo(LOCOMO_DIR)
