@@ -120,13 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
     a = ap.parse_args(argv)
-    text = a.readme.read_text(encoding="utf-8")
-    text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(), str(a.readme))
-    text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(), str(a.readme))
-    text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(), str(a.readme))
-    text = fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(REPO / "reports" / "bench-lexical.md"), str(a.readme))
-    a.readme.write_text(text, encoding="utf-8")
+    a.readme.write_text(render(a.readme.read_text(encoding="utf-8"), str(a.readme)), encoding="utf-8")
     return 0
+
+
+def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
+    """``text`` with every generated block filled from the reports under ``repo``."""
+    text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(repo), where)
+    text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(repo), where)
+    text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
+    return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)
 
 
 if __name__ == "__main__":

@@ -52,3 +52,16 @@ def test_sweep_line_reads_manifest_timings(tmp_path):
         "queries_evaluated": 1536, "timings": {"signals_s": 6.0, "recombine_and_metrics_s": 40.0, "n_distinct_configs": 200}}}}))
     line = sweep_line(tmp_path)
     assert "locomo (1536 queries): 200 distinct configs" in line and "in 40.0 s on 3 workers (5.0 configs/s" in line
+
+
+def test_committed_readme_tables_match_the_committed_reports():
+    """Every generated block of the README is what its generator makes of the committed reports."""
+    from memofs_eval._env import REPO
+    from memofs_eval.bench.readme import readme_block, update
+    from memofs_eval.readme_tables import render
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert render(text) == text, "README tables drifted: run `python -m memofs_eval.readme_tables`"
+    perf = REPO / "reports" / "performance.md"
+    block = readme_block(perf.read_text(encoding="utf-8"), "reports/performance.md")
+    assert update(text, block) == text, "README performance table drifted: run `python -m memofs_eval.bench.readme`"
