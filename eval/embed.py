@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 from numpy.typing import NDArray
 
 from memofs.embedders.base import Embedder, empty
@@ -52,11 +53,13 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def warm(self, texts: Sequence[str]) -> None:
-        """Encode ``texts`` in one batch (one cache shard for all misses)."""
+    def warm(self, texts: Sequence[str], progress: bool = False, desc: str = "") -> None:
+        """Encode ``texts`` through the cache in resumable chunks, with a counting bar."""
         todo = sorted({t for t in texts if t not in self._memo})
         if todo:
-            for t, v in zip(todo, self.cache.encode(self.inner, todo), strict=True):
+            with tqdm(total=len(todo), desc=desc or f"embed [{self.name}]", unit="text", disable=not progress, leave=False) as bar:
+                vectors = self.cache.encode(self.inner, todo, on_chunk=bar.update)
+            for t, v in zip(todo, vectors, strict=True):
                 self._memo[t] = v
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:

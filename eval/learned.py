@@ -44,6 +44,7 @@ from memofs_eval.signals_cache import compute_frames, load_frames, save_frames
 from memofs_eval.spec import DatasetRef
 from memofs_eval.stats import holm, paired_pvalues
 from memofs_datasets.shared import locomo_path
+from memofs_eval.provenance import provenance
 
 AGENT_MEMORY_PATH = REPO / "datasets" / "agent-memory"
 MODELS_DIR = REPO / "memofs" / "models"
@@ -591,7 +592,7 @@ def write_report(args: argparse.Namespace, t0: float) -> int:
         "worst_agent_category_delta_mixed": float(cat_a["mixed - ref"].min()),
         "oracle_pools_locomo": float(st_l.scores["oracle_pools"].mean()),
     }
-    (out / "summary.json").write_text(json.dumps({"target": target, "cv": cv_summary, "tuned_wsum_weights": {"locomo": st_l.tuned_weights, "agent-memory": st_a.tuned_weights},
+    (out / "summary.json").write_text(json.dumps({**provenance(), "target": target, "cv": cv_summary, "tuned_wsum_weights": {"locomo": st_l.tuned_weights, "agent-memory": st_a.tuned_weights},
                                                    "models": {p.name: json.loads(p.read_text())["training"] for p in (p_l, p_mix)}}, indent=1) + "\n")
     md = render(issue, st_l, st_a, sig_l, sig_a, sig_lm, sig_am, cat_l, cat_a, transfer, target, m_l, m_mix, args)
     (out / "report.md").write_text(md, encoding="utf-8")

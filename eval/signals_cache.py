@@ -98,7 +98,7 @@ def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root:
     frames: dict[str, SignalFrame] = {}
     bar = tqdm(total=len(data.queries), desc=f"signals {data.name} [{embedder}]", disable=not progress, leave=False)
     if emb is not None:
-        emb.warm([m.text for m in ds.memories])  # one batch for the whole corpus
+        emb.warm([m.text for m in ds.memories], progress, f"embed {data.name} [{embedder}]")  # the whole corpus, chunked
     for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
         queries = by_scope[scope]
         corpus = ds.corpus_for(queries[0])

@@ -8,7 +8,8 @@ Key: (embedder name, sha256(text)). Layout, one folder per embedder:
 
 Shards are append-only and never rewritten: each is written to a temp file and renamed,
 vectors first and keys last, so a shard is visible only once complete. Shard names are
-unique per writer, so processes can share one cache without a lock.
+unique per writer, so processes can share one cache without a lock. A large batch is
+encoded and stored in chunks, so an interrupted warm-up keeps every finished chunk.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memofs.embedders.base import Embedder, EmbedderError, empty
+
+CHUNK = 512  # texts per encode call and per shard: the unit an interrupted warm-up loses at most
 
 
 def _sha(text: str) -> str:
@@ -108,9 +111,12 @@ class EmbeddingCache:
         for r, key in enumerate(keys):
             st.rows.setdefault(key, (no, r))
 
-    def encode(self, embedder: Embedder, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Cached vectors for ``texts``; only texts never seen by this embedder are encoded
-        (each distinct text once, in one call)."""
+    def encode(self, embedder: Embedder, texts: Sequence[str], chunk: int = CHUNK,
+               on_chunk: Callable[[int], None] | None = None) -> NDArray[np.float32]:
+        """Cached vectors for ``texts``; only texts never seen by this embedder are encoded,
+        each distinct text once, ``chunk`` texts per call. Each chunk is stored as soon as it
+        is encoded, so an interrupted warm-up resumes where it stopped; ``on_chunk(n)`` is
+        told how many texts each chunk held (a progress bar)."""
         texts = list(texts)
         if not texts:
             return empty(embedder.dim)
@@ -120,12 +126,16 @@ class EmbeddingCache:
         for key, text in zip(keys, texts, strict=True):
             if key not in st.rows and key not in todo:
                 todo[key] = text
-        if todo:
-            vectors = np.asarray(embedder.encode(list(todo.values())), dtype=np.float32)
-            if vectors.shape != (len(todo), st.dim):
-                raise EmbedderError(f"{embedder.name} returned shape {vectors.shape}, expected ({len(todo)}, {st.dim})")
-            self._store(st, list(todo), vectors)
-        self.misses += len(todo)
+        pending = list(todo.items())
+        for start in range(0, len(pending), max(1, chunk)):
+            part = pending[start:start + max(1, chunk)]
+            vectors = np.asarray(embedder.encode([t for _, t in part]), dtype=np.float32)
+            if vectors.shape != (len(part), st.dim):
+                raise EmbedderError(f"{embedder.name} returned shape {vectors.shape}, expected ({len(part)}, {st.dim})")
+            self._store(st, [k for k, _ in part], vectors)
+            self.misses += len(part)
+            if on_chunk is not None:
+                on_chunk(len(part))
         self.hits += len(texts) - len(todo)
         out = np.empty((len(texts), st.dim), dtype=np.float32)
         for i, key in enumerate(keys):

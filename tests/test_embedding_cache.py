@@ -92,3 +92,27 @@ def test_two_processes_share_one_cache(tmp_path):
     texts = [f"{t} text {i}" for t in "pq" for i in range(30)] + ["shared text"]
     np.testing.assert_array_equal(cache.encode(emb, texts), emb.inner.encode(texts))
     assert emb.seen == [] and cache.hits == len(texts)
+
+
+def test_interrupted_warm_up_resumes_from_the_last_stored_chunk(tmp_path):
+    texts = [f"{w} apple number {i}" for i, w in enumerate(["red", "green", "blue", "grey", "tart", "pie", "sky"])]
+
+    class DiesOnThirdCall(Counting):
+        calls = 0
+
+        def encode(self, batch):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("killed mid warm-up")
+            return super().encode(batch)
+
+    first = DiesOnThirdCall()
+    seen_chunks: list[int] = []
+    with pytest.raises(RuntimeError):
+        EmbeddingCache(tmp_path).encode(first, texts, chunk=3, on_chunk=seen_chunks.append)
+    assert seen_chunks == [3, 3] and first.seen == texts[:6]  # two chunks stored before the failure
+    again = Counting()
+    cache = EmbeddingCache(tmp_path)
+    out = cache.encode(again, texts, chunk=3)
+    assert again.seen == texts[6:] and (cache.misses, cache.hits) == (1, 6)  # only the unfinished text
+    np.testing.assert_allclose(out, again.inner.encode(texts), rtol=0, atol=1e-6)

@@ -18,6 +18,7 @@ import numpy as np
 from memofs.bm25 import BM25Index
 from memofs.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
+from memofs_eval.provenance import markdown_line
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> str:
     table = run(a.sizes, a.queries, a.repeats, rank_bm25_queries=min(a.queries, 20))
     print(table)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text("# Lexical benchmark\n\n" + table + "\n", encoding="utf-8")
+    a.out.write_text("# Lexical benchmark\n\n" + table + "\n\n" + markdown_line() + "\n", encoding="utf-8")
     return table
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
 from memofs.vector_index import VectorIndex
 from memofs_eval.bench.corpus import base_texts
+from memofs_eval.provenance import markdown_line
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "memofs" / "static"
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> str:
     table = "\n".join(parts)
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table, encoding="utf-8")
+    args.out.write_text(table + "\n" + markdown_line() + "\n", encoding="utf-8")
     return table
 
 
