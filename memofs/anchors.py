@@ -7,24 +7,34 @@ penalty (0.5). Upstream has no anchor code; this follows the write-up.
 
 Hashes are cached by ``(path, st_mtime_ns, st_size)``, so a recall re-reads only files
 that changed since the last look.
+
+Only regular files are ever read: the path is ``stat``-ed first, then opened with
+``O_NONBLOCK`` and checked again with ``fstat`` (a FIFO swapped in between cannot block
+the reader). A FIFO, directory, device or socket at an anchored path, or a file that
+cannot be read, makes that one memory stale with a reason; it never fails the recall.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from memofs.records import Anchor
+from memofs.records import Anchor, InvalidInputError
 
 
-class AnchorPathError(ValueError):
+class AnchorPathError(InvalidInputError):
     """An anchor path that escapes the project root (``..``, absolute, or a symlink out)."""
 
 
+class NotRegularFileError(OSError):
+    """An anchored path that is not a regular file (FIFO, directory, device, socket)."""
+
+
 def confine(root: Path, rel: str) -> Path:
-    """``root / rel`` resolved, refusing anything outside ``root``."""
+    """``root / rel`` resolved, refusing anything outside ``root`` or inside the store."""
     if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
         raise AnchorPathError(f"anchor path must be relative to the project root: {rel!r}")
     if ".." in Path(rel).parts:
@@ -33,25 +43,72 @@ def confine(root: Path, rel: str) -> Path:
     full = (root_r / rel).resolve()
     if full != root_r and root_r not in full.parents:
         raise AnchorPathError(f"anchor path leaves the project root (symlink?): {rel!r}")
+    from memofs.store import STORE_DIR  # late: the store imports this module
+
+    store_dir = root_r / STORE_DIR
+    if full == store_dir or store_dir in full.parents:
+        raise AnchorPathError(f"anchor path must not point into {STORE_DIR}/: {rel!r}")
     return full
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _require_regular(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
+
+
+def hash_regular(path: Path) -> tuple[str, os.stat_result]:
+    """SHA-256 of the regular file ``path`` and its ``fstat``; never blocks on a FIFO.
+
+    Raises :class:`NotRegularFileError` for anything but a regular file (checked before
+    opening and again on the open descriptor), ``FileNotFoundError`` when it is gone."""
+    _require_regular(path, os.stat(path))  # a device is not even opened
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        _require_regular(path, st)
+        h = hashlib.sha256()
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest(), st
+    finally:
+        os.close(fd)
+
+
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """SHA-256 of a regular file (see :func:`hash_regular`)."""
+    return hash_regular(path)[0]
 
 
 @dataclass(frozen=True)
 class Drift:
-    """Why a memory is stale: which anchor, and whether its file changed or is gone."""
+    """Why a memory is stale: which anchor, and whether its file changed, is gone, is not
+    a regular file, cannot be read, or its path is refused (``detail`` says why)."""
 
     path: str
-    change: str  # "modified" | "deleted" | "outside-root"
+    change: str  # "modified" | "deleted" | "outside-root" | "not-regular" | "unreadable"
+    detail: str = ""
 
     def __str__(self) -> str:
+        if self.change == "not-regular":
+            return f"{self.path} is not a regular file"
+        if self.change == "unreadable":
+            return f"{self.path} cannot be read ({self.detail})"
+        if self.change == "outside-root":
+            return f"{self.path} is not a valid anchor path ({self.detail})" if self.detail else f"{self.path} is outside the project root"
         return f"{self.path} {self.change} since the memory was written"
 
 
@@ -64,19 +121,20 @@ class AnchorChecker:
         self.reads = 0
 
     def current_hash(self, rel: str) -> str | None:
-        """The file's SHA-256 now, or None if it does not exist."""
+        """The file's SHA-256 now, or None if it does not exist. Raises
+        :class:`NotRegularFileError` (or another ``OSError``) for what cannot be hashed."""
         assert self.root is not None
         full = confine(self.root, rel)
         try:
-            st = full.stat()
-        except FileNotFoundError:
+            st = os.stat(full)
+            _require_regular(full, st)
+            digest = self._cache.get((str(full), st.st_mtime_ns, st.st_size))
+            if digest is None:
+                digest, st = hash_regular(full)
+                self.reads += 1
+                self._cache[(str(full), st.st_mtime_ns, st.st_size)] = digest
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        key = (str(full), st.st_mtime_ns, st.st_size)
-        digest = self._cache.get(key)
-        if digest is None:
-            digest = sha256_file(full)
-            self.reads += 1
-            self._cache[key] = digest
         return digest
 
     def drift(self, anchors: tuple[Anchor, ...]) -> Drift | None:
@@ -86,8 +144,12 @@ class AnchorChecker:
         for a in anchors:
             try:
                 now = self.current_hash(a.path)
-            except AnchorPathError:
-                return Drift(a.path, "outside-root")
+            except ValueError as exc:  # AnchorPathError, or a path Python refuses (NUL byte)
+                return Drift(a.path, "outside-root", str(exc))
+            except NotRegularFileError:
+                return Drift(a.path, "not-regular")
+            except OSError as exc:  # permissions, ELOOP (a symlink swapped in), I/O errors
+                return Drift(a.path, "unreadable", exc.strerror or type(exc).__name__)
             if now is None:
                 return Drift(a.path, "deleted")
             if now != a.sha256:

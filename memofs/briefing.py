@@ -37,8 +37,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memofs import secrets
 from memofs.cursor import SECTIONS, ContextCache, CursorError, cache_key
 from memofs.graph import EntityGraph
+from memofs.records import InvalidInputError
 
 HARD_CAP = 8192
 EXPAND_BUDGET = 64_000
@@ -206,7 +208,7 @@ def pack(core: str, negotiable: Sequence[Negotiable], max_bytes: int, reserve: i
     parts.append(directive)
     infos.append(SectionInfo("directive", DIRECTIVE_TITLE, used, 1, 1, 0, "full"))
     if used + reserve > max_bytes:
-        raise ValueError(f"budget {max_bytes} bytes cannot hold the directive ({used} bytes)")
+        raise InvalidInputError(f"budget {max_bytes} bytes cannot hold the directive ({used} bytes)")
     core = core.strip()
     if core:
         room = max_bytes - reserve - used - len(SEPARATOR) - nbytes(section_text(CORE_TITLE, ""))
@@ -309,7 +311,7 @@ def render_notes(memories: Sequence[Any]) -> list[str]:
 
 def _check_budget(max_bytes: int) -> int:
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not MIN_BUDGET <= max_bytes <= MAX_BUDGET:
-        raise ValueError(f"budget must be an integer in [{MIN_BUDGET}, {MAX_BUDGET}] bytes; got {max_bytes!r}")
+        raise InvalidInputError(f"budget must be an integer in [{MIN_BUDGET}, {MAX_BUDGET}] bytes; got {max_bytes!r}")
     return max_bytes
 
 
@@ -333,7 +335,7 @@ def build_context(
     memories (notes come from them); ``state_key`` identifies the store state in the
     cache key. The untruncated lists are cached under a 16-hex key."""
     if not isinstance(query, str) or not query.strip():
-        raise ValueError("query is required")
+        raise InvalidInputError("query is required")
     budget = min(_check_budget(max_bytes), HARD_CAP)
     warnings: list[str] = []
     rq, resolved = recaller.query_text(query, task_type)
@@ -361,7 +363,10 @@ def build_context(
     hidden = _hidden(packed, lists)
     footer: list[str] = []
     if hidden:
-        cache.put(key, lists, {"query": query, "task_type": task_type, "expanded_terms": list(rq.expanded_terms)})
+        # a query the secret gate would refuse is cached redacted (the cache put), and its
+        # terms are not cached at all: they are pieces of the secret
+        terms = [] if secrets.scan(query) else list(rq.expanded_terms)
+        cache.put(key, lists, {"query": query, "task_type": task_type, "expanded_terms": terms})
         cursors = {name: cache.cursor(key, name) for name in SECTIONS if lists[name]}
         reserve_lines = [footer_line(n, len(lists[n]), c) for n, c in cursors.items()]
         reserve = nbytes(SEPARATOR + "\n".join(reserve_lines))

@@ -1,7 +1,14 @@
 """The ``memofs`` command line (typer).
 
-Human output by default, ``--json`` for machines. Errors print one line
-``memofs: error: <message>`` on stderr and exit 1 (usage errors exit 2). ``--root``
+Human output by default, ``--json`` for machines. Exit codes (memofs/STORE.md):
+
+* 0: success; 1: an error the user can fix (bad input, a refused write, a damaged
+  store, a file that cannot be read), printed as one line ``memofs: error: <message>``
+  on stderr (``doctor`` also exits 1 when it finds problems);
+* 2: a usage error (unknown option, missing argument; click's message);
+* 3: an internal error of memofs itself, one line
+  ``memofs: internal error: <type>: <message> (run memofs doctor)``; never a traceback.
+ ``--root``
 (default: the current directory) selects the project. ``MEMOFS_EMBEDDER=none`` gives
 lexical-only recall; otherwise the zero-key tiers of :mod:`memofs.embedders.select`.
 ``remember`` does not load the model unless ``MEMOFS_EMBED_ON_WRITE=1``: the next
@@ -22,7 +29,6 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from memofs.cursor import CursorError
 from memofs.records import MEMORY_KINDS
 
 TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
@@ -53,31 +59,77 @@ class Ctx:
     root: Path
 
 
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
 class CliError(Exception):
     """An error to report in one line with exit code 1."""
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     typer.echo(f"memofs: error: {message}", err=True)
     raise typer.Exit(code)
 
 
-def _errors() -> tuple[type[BaseException], ...]:
-    from memofs.anchors import AnchorPathError
-    from memofs.secrets import WriteBlockedError
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """What a user can cause: bad input, a damaged store, files that cannot be read or
+    written, a held lock. Anything else raised by memofs is an internal error."""
+    from memofs.embeddings_file import EmbeddingsFileError
+    from memofs.records import InvalidInputError
+    from memofs.safe_json import JSONFileError
     from memofs.store import StoreError
 
-    return (CliError, StoreError, WriteBlockedError, AnchorPathError, CursorError, ValueError, OSError, TimeoutError)
+    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    """One line: a user-caused error's message, or ``internal error: <type>: <message>``."""
+    if isinstance(exc, _user_errors()):
+        return _one_line(exc)
+    return f"internal error: {type(exc).__name__}: {_one_line(exc)}"
 
 
 def _guard(fn: Any) -> Any:
-    """Run ``fn`` and turn the errors users can cause into one-line messages."""
+    """The CLI's one error boundary: user-caused errors become ``memofs: error: ...``
+    (exit 1), anything else ``memofs: internal error: ...`` (exit 3), never a traceback."""
     try:
         return fn()
     except typer.Exit:
         raise
-    except _errors() as exc:
-        _fail(" ".join(str(exc).split()) or type(exc).__name__)
+    except Exception as exc:
+        if isinstance(exc, _user_errors()):
+            _fail(_one_line(exc))
+        logging.getLogger("memofs.cli").info("internal error", exc_info=True)  # the traceback with --verbose
+        typer.echo(f"memofs: {_describe(exc)} (run memofs doctor)", err=True)
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def env_flag(name: str) -> bool:
+    """A boolean environment variable, parsed strictly: 1/true/yes/on or 0/false/no/off
+    (or unset/empty); any other value is refused rather than guessed."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise CliError(f"{name}={raw!r} is not a boolean; use 1/true/yes/on or 0/false/no/off")
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
 
 
 def _emit(data: Any) -> None:
@@ -163,7 +215,7 @@ def remember(
     """Store a memory (secrets are refused; anchors are hashed now)."""
 
     def run() -> None:
-        body = sys.stdin.read() if text == "-" else text
+        body = _read_stdin() if text == "-" else text
         if kind not in MEMORY_KINDS:
             raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
         store = _store(ctx)
@@ -261,7 +313,7 @@ def context(
         store = _store(ctx)
         if expand is not None:
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
-            b = expand_context(cache, expand, section, budget or EXPAND_BUDGET)
+            b = expand_context(cache, expand, section, EXPAND_BUDGET if budget is None else budget)
         else:
             if not query or not query.strip():
                 raise CliError("--query is required (or --expand CURSOR)")
@@ -270,7 +322,8 @@ def context(
             live = LiveStore(store, embedder=_embedder())
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = briefing_for(live, cache, query=query, now=store.clock(), task_type=_task(task_type),
-                             max_bytes=budget or HARD_CAP)
+                             max_bytes=HARD_CAP if budget is None else budget)
+        b.warnings = [*cache.warnings, *b.warnings]  # a damaged cache was discarded
         if as_json:
             _emit(b.to_dict())
             return
@@ -282,78 +335,72 @@ def context(
 
 
 def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
-    """Store health facts and problems (``status`` and ``doctor``)."""
+    """Store health facts and problems (``status`` and ``doctor``). Every check runs even
+    when an earlier one fails: each failure is one line in ``problems``."""
     from memofs.anchors import AnchorChecker
-    from memofs.embeddings_file import EmbeddingsFile, EmbeddingsFileError, text_sha256
+    from memofs.embeddings_file import EmbeddingsFile, text_sha256
     from memofs.embedders.select import DISABLED
-    from memofs.store import StoreError, read_jsonl
+    from memofs.store import read_jsonl
 
     store = _store(ctx)
     p = store.paths
     problems: list[str] = []
     warnings: list[str] = []
     info: dict[str, Any] = {"root": str(store.root), "store": str(p.dir)}
+
+    def check(step: Any, default: Any = None) -> Any:
+        try:
+            return step()
+        except Exception as exc:  # doctor reports every problem, it does not stop at one
+            problems.append(_describe(exc))
+            return default
+
     for f in (p.manifest, p.config, p.core, p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl"):
         if not f.exists():
             problems.append(f"missing {p.rel(f)} (run `memofs init` to recreate it)")
-    for f in (p.manifest, p.config):
-        if f.exists():
-            try:
-                json.loads(f.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                problems.append(f"{f}:{exc.lineno}: invalid JSON ({exc.msg})")
-    memories = []
-    try:
-        report = store.load()
-        memories = report.memories
-        warnings.extend(report.warnings)
-    except StoreError as exc:
-        problems.append(str(exc))
-    try:
-        events, ev_warn = read_jsonl(p.events)
-        warnings.extend(ev_warn)
-        info["events"] = len(events)
-    except StoreError as exc:
-        problems.append(str(exc))
-    try:
-        graph = store.load_graph()
+    problems.extend(store.manifest_problems())
+    check(store.recall_config)
+    report = check(store.load)
+    memories = report.memories if report is not None else []
+    warnings.extend(report.warnings if report is not None else [])
+    events = check(lambda: read_jsonl(p.events))
+    if events is not None:
+        warnings.extend(events[1])
+        info["events"] = len(events[0])
+    graph = check(store.load_graph)
+    if graph is not None:
         info["graph"] = {"nodes": len(graph.nodes), "edges": len(graph.edges)}
-    except StoreError as exc:
-        problems.append(str(exc))
-    try:
-        store.recall_config()
-    except StoreError as exc:
-        problems.append(str(exc))
     info["memories"] = len(memories)
     kinds: dict[str, int] = {}
     for m in memories:
         kinds[m.kind] = kinds.get(m.kind, 0) + 1
     info["kinds"] = kinds
-    info["core_bytes"] = len(store.read_core().encode("utf-8"))
+    info["core_bytes"] = check(lambda: len(store.read_core().encode("utf-8")), 0)
     checker = AnchorChecker(store.root)
     stale = []
     for m in memories:
         d = checker.drift(m.anchors) if m.anchors else None
         if d is not None:
-            stale.append({"id": m.id, "path": d.path, "change": d.change})
+            stale.append({"id": m.id, "path": d.path, "change": d.change, "reason": str(d)})
     info["stale_anchors"] = stale
     choice = os.environ.get("MEMOFS_EMBEDDER", "").strip().lower()
     if choice in DISABLED:
         info["embedder"] = {"tier": "lexical-only", "reason": f"MEMOFS_EMBEDDER={choice}", "name": None}
     elif load_embedder:
-        emb = _embedder(load=True)
+        emb = check(lambda: _embedder(load=True))
         if emb is None:
             info["embedder"] = {"tier": "lexical-only", "reason": "no embedder could be loaded (tier 2 fallback)", "name": None}
             warnings.append("vector recall unavailable: running lexical-only")
         else:
             info["embedder"] = {"tier": "vector", "reason": "loaded", "name": emb.name, "dim": emb.dim}
     else:
-        emb = _embedder(load=False)
+        emb = check(lambda: _embedder(load=False))
         info["embedder"] = (
             {"tier": "lexical-only", "reason": "disabled by environment", "name": None} if emb is None
             else {"tier": "vector", "reason": "selected (not loaded; run doctor to load it)", "name": emb.name}
         )
-    try:
+
+    def embeddings() -> None:
         rows, skipped = EmbeddingsFile(p.embeddings).read_all()
         by_id = {obj["id"]: obj for _, obj in rows}
         name = info["embedder"].get("name")
@@ -361,8 +408,8 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
                     and (name is None or by_id[m.id]["embedder"] == name))
         info["embeddings"] = {"lines": len(rows), "current": fresh, "to_embed": len(memories) - fresh if name else 0}
         warnings.extend(f"{p.embeddings}:{s.line}: {s.reason}" for s in skipped)
-    except EmbeddingsFileError as exc:
-        problems.append(str(exc))
+
+    check(embeddings)
     info["warnings"] = warnings
     info["problems"] = problems
     info["healthy"] = not problems
@@ -397,11 +444,14 @@ def status(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Store health, embedder tier in use, stale anchors (does not load the model)."""
+    """Store health, embedder tier in use, stale anchors (does not load the model); lists
+    every problem found and exits 1 when there is one."""
 
     def run() -> None:
         info = _health(ctx, load_embedder=False)
         _emit(info) if as_json else _print_health(info)
+        if not info["healthy"]:
+            raise typer.Exit(EXIT_ERROR)
 
     _guard(run)
 
@@ -417,7 +467,7 @@ def doctor(
         info = _health(ctx, load_embedder=True)
         _emit(info) if as_json else _print_health(info)
         if not info["healthy"]:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_ERROR)
 
     _guard(run)
 
@@ -451,20 +501,35 @@ def generate_agent_claude(
 @app.command(epilog="Example (client config):  {\"command\": \"memofs\", \"args\": [\"--root\", \".\", \"mcp\"]}")
 def mcp(
     ctx: typer.Context,
-    read_only: bool = typer.Option(False, "--read-only", help="Refuse memofs.remember (also MEMOFS_MCP_READ_ONLY=true)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Refuse memofs.remember (also MEMOFS_MCP_READ_ONLY=1/true/yes/on; other values than these and 0/false/no/off refuse to start)."),
 ) -> None:
     """Serve the MCP tools memofs.recall, memofs.context, memofs.remember over stdio."""
 
     def run() -> None:
         from memofs.mcp_server import serve
 
-        ro = read_only or os.environ.get("MEMOFS_MCP_READ_ONLY", "").strip().lower() in ("1", "true")
+        ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
         serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro)
 
     _guard(run)
 
 
+def _argv_problem(argv: list[str]) -> str | None:
+    """Python decodes undecodable argv bytes to lone surrogates; name the argument."""
+    for i, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return f"argument {i} ({shown!r}) is not valid UTF-8"
+    return None
+
+
 def main() -> None:
+    problem = _argv_problem(sys.argv[1:])
+    if problem:
+        typer.echo(f"memofs: error: {problem}", err=True)
+        sys.exit(EXIT_ERROR)
     app(prog_name="memofs")
 
 

@@ -16,6 +16,11 @@ The in-process cache draws a random 32-byte secret per process (MCP server). The
 runs one process per command, so :class:`FileContextCache` keeps the same LRU in
 ``.memofs/tmp/context-cache.json`` with a store-local secret in ``.memofs/tmp/cursor.key``
 (mode 0600); the semantics (8 entries, TTL from creation, MAC check) are identical.
+The key file is written to a temp file, fsynced and linked into place (never a partly
+written key; a concurrent creator's key is never replaced); an empty, short or non-hex
+key is refused with a one-line error. A damaged cache file or a wrong-typed entry is
+discarded with a warning (it is only a cache). Strings that the secret gate would refuse
+are redacted before an entry is cached, so the cache file never holds them.
 """
 
 from __future__ import annotations
@@ -26,13 +31,21 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
+import math
 import os
+import re
+import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memofs import safe_json, secrets
+from memofs.records import InvalidInputError
+
+log = logging.getLogger("memofs.cursor")
 SECTIONS: tuple[str, ...] = ("entities", "recall", "recent", "notes")
 MAX_ENTRIES = 8
 TTL_SECONDS = 600.0
@@ -41,11 +54,14 @@ MAX_CURSOR_CHARS = 512
 _MAC_BYTES = 12
 _KEY_BYTES = 8
 _CURSOR_BYTES = 1 + _KEY_BYTES + 1 + _MAC_BYTES
+SECRET_BYTES = 32
+MIN_SECRET_BYTES = 16
+_HEX_KEY = re.compile(r"[0-9a-f]{16}")
 
 TimeClock = Callable[[], float]
 
 
-class CursorError(ValueError):
+class CursorError(InvalidInputError):
     """A cursor that cannot be expanded; the message says why, in one line."""
 
 
@@ -118,7 +134,8 @@ class ContextCache:
     def put(self, key: str, lists: dict[str, list[str]], meta: dict[str, Any]) -> CacheEntry:
         """Insert (or replace) at most-recent; evict the oldest beyond ``max_entries``."""
         self._load()
-        entry = CacheEntry(key, {s: list(v) for s, v in lists.items()}, dict(meta), self.clock())
+        entry = CacheEntry(key, {s: [_redact(x) for x in v] for s, v in lists.items()},
+                           {k: _redact(v) for k, v in meta.items()}, self.clock())
         self._entries.pop(key, None)
         self._entries[key] = entry
         while len(self._entries) > self.max_entries:
@@ -192,19 +209,16 @@ class FileContextCache(ContextCache):
         directory.mkdir(parents=True, exist_ok=True)
         self._file_lock = lock if lock is not None else contextlib.nullcontext()
         self.path = directory / "context-cache.json"
+        self.warnings: list[str] = []
         key_path = directory / "cursor.key"
         if not key_path.exists():
-            try:
-                fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(os.urandom(32).hex())
-            except FileExistsError:  # another process won the race; use its key
-                pass
-        try:
-            secret = bytes.fromhex(key_path.read_text().strip())
-        except ValueError:
-            raise CursorError(f"{key_path}: not a hex key; delete it to issue new cursors") from None
-        super().__init__(clock=clock, max_entries=max_entries, ttl_s=ttl_s, secret=secret)
+            _create_key(key_path)
+        super().__init__(clock=clock, max_entries=max_entries, ttl_s=ttl_s, secret=_read_key(key_path))
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            log.warning(message)
+            self.warnings.append(message)
 
     def get(self, key: str) -> CacheEntry | None:
         with self._file_lock:
@@ -216,15 +230,19 @@ class FileContextCache(ContextCache):
 
     def _load(self) -> None:
         try:
-            rows = json.loads(self.path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            rows = []  # a missing or damaged cache is only a cache
+            rows = safe_json.load_file(self.path, expect=list)
+        except FileNotFoundError:
+            rows = []
+        except (safe_json.JSONFileError, OSError) as exc:  # a damaged cache is only a cache
+            self._warn(f"discarded the damaged context cache ({exc})")
+            rows = []
         entries: OrderedDict[str, CacheEntry] = OrderedDict()
-        for row in rows if isinstance(rows, list) else []:
-            try:
-                entries[row["key"]] = CacheEntry(row["key"], row["lists"], row["meta"], float(row["created_at"]))
-            except (KeyError, TypeError, ValueError):
+        for i, row in enumerate(rows):
+            entry = _entry_from_json(row)
+            if entry is None:
+                self._warn(f"{self.path}: discarded context-cache entry {i} (missing or wrong-typed fields)")
                 continue
+            entries[entry.key] = entry
         self._entries = entries
 
     def _save(self) -> None:
@@ -232,6 +250,64 @@ class FileContextCache(ContextCache):
 
         rows = [{"key": e.key, "lists": e.lists, "meta": e.meta, "created_at": e.created_at} for e in self._entries.values()]
         atomic_write_text(self.path, json.dumps(rows, ensure_ascii=False))
+
+
+def _redact(value: Any) -> Any:
+    """``value`` with every string the secret gate would refuse redacted (lists too)."""
+    if isinstance(value, str):
+        return secrets.redact(value)
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    return value
+
+
+def _entry_from_json(row: object) -> CacheEntry | None:
+    """A cached entry with every field type checked, or None."""
+    if not isinstance(row, dict):
+        return None
+    key, lists, meta, created = row.get("key"), row.get("lists"), row.get("meta"), row.get("created_at")
+    if not isinstance(key, str) or not _HEX_KEY.fullmatch(key) or not isinstance(meta, dict):
+        return None
+    if isinstance(created, bool) or not isinstance(created, (int, float)) or not math.isfinite(created):
+        return None
+    if not isinstance(lists, dict) or any(
+        s not in SECTIONS or not isinstance(v, list) or not all(isinstance(x, str) for x in v) for s, v in lists.items()
+    ):
+        return None
+    return CacheEntry(key, lists, meta, float(created))
+
+
+def _create_key(key_path: Path) -> None:
+    """A new random key: temp file (0600) + fsync, then linked into place (no overwrite)."""
+    from memofs.store import fsync_dir
+
+    fd, tmp = tempfile.mkstemp(prefix=".cursor.key.", suffix=".tmp", dir=key_path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(os.urandom(SECRET_BYTES).hex())
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, key_path)
+        except FileExistsError:  # another process won the race; use its key
+            pass
+    finally:
+        os.unlink(tmp)
+    fsync_dir(key_path.parent)
+
+
+def _read_key(key_path: Path) -> bytes:
+    """The store's cursor secret; an empty, short or non-hex key file is refused."""
+    fix = "delete it to issue new cursors"
+    try:
+        secret = bytes.fromhex(key_path.read_bytes().decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        raise CursorError(f"{key_path}: not a hex key; {fix}") from None
+    except OSError as exc:
+        raise CursorError(f"{key_path}: cannot be read ({exc.strerror or type(exc).__name__}); {fix}") from None
+    if len(secret) < MIN_SECRET_BYTES:
+        raise CursorError(f"{key_path}: key is empty or too short ({len(secret)} bytes, at least {MIN_SECRET_BYTES}); {fix}")
+    return secret
 
 
 def cache_key(*parts: object) -> str:

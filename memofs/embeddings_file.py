@@ -29,6 +29,7 @@ import numpy as np
 from filelock import FileLock
 from numpy.typing import NDArray
 
+from memofs import safe_json
 from memofs.embedders.base import Embedder
 from memofs.vector_index import DEFAULT_NAMESPACE, VectorIndex
 
@@ -116,45 +117,45 @@ class EmbeddingsFile:
         self.lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
 
     # -- reading ----------------------------------------------------------------------
-    def _parse(self, raw: str, lineno: int) -> dict[str, Any]:
+    def _parse(self, raw: bytes, lineno: int) -> tuple[str, dict[str, Any]]:
+        """The decoded line and its object (UTF-8, depth and fields checked)."""
         where = f"{self.path}:{lineno}"
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise EmbeddingsFileError(f"{where}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(obj, dict):
-            raise EmbeddingsFileError(f"{where}: expected a JSON object")
+            text = safe_json.decode_utf8(raw, where)
+            obj = safe_json.parse(text, where, expect=dict)
+        except safe_json.JSONFileError as exc:
+            raise EmbeddingsFileError(str(exc)) from None
         for name, kind in _FIELDS:
             value = obj.get(name)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise EmbeddingsFileError(f"{where}: field '{name}' is missing or not a {getattr(kind, '__name__', kind)}")
         if len(obj["vector"]) != obj["dim"]:
             raise EmbeddingsFileError(f"{where}: field 'vector' has {len(obj['vector'])} values but dim is {obj['dim']}")
-        return obj
+        return text, obj
 
     def _iter(self, skipped: list[SkippedLine]) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """(line number, raw line, parsed dict) for every valid line, streamed in file order
         with one line of look-ahead (only the last line may be a crash leftover)."""
         try:
-            fh = self.path.open("r", encoding="utf-8", newline=None)
+            fh = self.path.open("rb")
         except FileNotFoundError:
             return
         with fh:
-            pending: tuple[int, str] | None = None
+            pending: tuple[int, bytes] | None = None
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
                 if pending is not None:
-                    yield pending[0], pending[1], self._parse(pending[1], pending[0])
-                pending = (lineno, raw.rstrip("\n"))
+                    yield (pending[0], *self._parse(pending[1], pending[0]))
+                pending = (lineno, raw.rstrip(b"\r\n"))
             if pending is not None:
                 try:
-                    obj = self._parse(pending[1], pending[0])
+                    text, obj = self._parse(pending[1], pending[0])
                 except EmbeddingsFileError as exc:
                     log.warning("skipping truncated or corrupt last line: %s", exc)
                     skipped.append(SkippedLine(line=pending[0], reason="truncated"))
                     return
-                yield pending[0], pending[1], obj
+                yield pending[0], text, obj
 
     def _scan(self) -> tuple[list[tuple[int, str, dict[str, Any]]], list[SkippedLine]]:
         skipped: list[SkippedLine] = []

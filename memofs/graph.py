@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from memofs import safe_json
 from memofs.records import GRAPH_STATUSES, GraphEdge, GraphNode
 from memofs.tokenize import tokenize
 
@@ -442,15 +443,9 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Path, int, object]]:
     """Yield ``(path, line number, parsed object)``; blank lines are skipped."""
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            yield path, lineno, row
+    for lineno, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if line.strip():  # safe_json: UTF-8 and depth checked, errors name file and line
+            yield path, lineno, safe_json.parse(line, f"{path}:{lineno}")
 
 
 def _atomic_write_jsonl(path: Path, rows: list[dict]) -> None:

@@ -9,6 +9,12 @@ MEMORY_KINDS: tuple[str, ...] = ("decision", "constraint", "goal", "preference",
 """The seven upstream memory kinds (upstream-facts.md section 10)."""
 
 
+class InvalidInputError(ValueError):
+    """A value given by the caller that memofs refuses (bad text, tag, kind, budget,
+    cursor, anchor, a secret). The CLI reports it as ``memofs: error:`` (exit 1) and the
+    MCP server as ``MCP_VALIDATION_ERROR``; any other ``ValueError`` is an internal error."""
+
+
 @dataclass(frozen=True)
 class Anchor:
     """A code anchor: a file path (relative to the project root) and its SHA-256 at write time."""

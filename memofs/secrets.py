@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memofs.records import InvalidInputError
+
 # Values that are plainly placeholders or references, not secrets ("${TOKEN}", "<key>",
 # "os.environ[...]") are not treated as assignments of a secret.
 _PLACEHOLDER = r"(?![\"']?(?:\$|<|\{|%|os\.environ|process\.env|env\(|getenv))"
@@ -59,7 +61,7 @@ class Violation:
     preview: str
 
 
-class WriteBlockedError(ValueError):
+class WriteBlockedError(InvalidInputError):
     """A write refused by the secret gate (upstream code ``MEMOFS_WRITE_BLOCKED``)."""
 
     code = "MEMOFS_WRITE_BLOCKED"
@@ -89,3 +91,23 @@ def check(*texts: str) -> None:
     found = [v for t in texts for v in scan(t)]
     if found:
         raise WriteBlockedError(found)
+
+
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str) -> str:
+    """``text`` with every span a rule matches replaced by ``[REDACTED]`` (for caches
+    and logs that must never hold what :func:`check` would refuse)."""
+    spans = sorted((m.start(), m.end()) for _, pattern in SECRET_RULES for m in pattern.finditer(text))
+    if not spans:
+        return text
+    out, pos = [], 0
+    for start, end in spans:
+        if end <= pos:
+            continue
+        out.append(text[pos:max(pos, start)])
+        out.append(REDACTED)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

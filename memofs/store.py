@@ -44,12 +44,12 @@ from typing import Any
 
 from filelock import FileLock
 
-from memofs import secrets
-from memofs.anchors import AnchorPathError, confine, sha256_file
+from memofs import safe_json, secrets
+from memofs.anchors import AnchorPathError, NotRegularFileError, confine, hash_regular
 from memofs.config import RecallConfig
 from memofs.extract import RuleBasedExtractor
 from memofs.graph import EntityGraph
-from memofs.records import MEMORY_KINDS, Anchor, Memory
+from memofs.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
 
 log = logging.getLogger("memofs.store")
 
@@ -61,6 +61,7 @@ TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
 SUMMARY_CHARS = 160
 LOCK_TIMEOUT_S = 60.0
+MANIFEST_VERSION = "1"
 
 _MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
 
@@ -199,9 +200,9 @@ def repair_tail(path: Path, tmp_dir: Path) -> str | None:
         fh.seek(start)
         tail = fh.read()
         try:
-            obj = json.loads(tail.decode("utf-8"))
-            complete = isinstance(obj, dict)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            safe_json.parse(tail, str(path), expect=dict)
+            complete = True
+        except safe_json.JSONFileError:
             complete = False
         if complete:
             fh.seek(size)
@@ -235,17 +236,14 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw.decode("utf-8"))
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-        except (UnicodeDecodeError, ValueError) as exc:
-            where = f"{path}:{i + 1}"
+            obj = safe_json.parse(raw, f"{path}:{i + 1}", expect=dict)
+        except safe_json.JSONFileError as exc:
             if i == last:
-                msg = f"{where}: skipped a torn last line (crash mid-write?): {exc}"
+                msg = f"{exc.where}: skipped a torn last line (crash mid-write?): {exc.reason}"
                 log.warning(msg)
                 warnings.append(msg)
                 continue
-            raise StoreError(f"{where}: invalid JSON line ({exc})") from None
+            raise StoreError(str(exc)) from None
         rows.append((i + 1, obj))
     return rows, warnings
 
@@ -256,6 +254,8 @@ def iso(dt: datetime) -> str:
 
 
 def parse_iso(value: str) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         raise ValueError("timestamp has no timezone")
@@ -298,8 +298,10 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
     for fld in ("id", "text"):
         if not isinstance(row.get(fld), str) or not row[fld]:
             raise bad(fld, "is missing or not a non-empty string")
+    if len(row["text"]) > MAX_TEXT_CHARS:
+        raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
     kind = row.get("kind", "note")
-    if kind not in MEMORY_KINDS:
+    if not isinstance(kind, str) or kind not in MEMORY_KINDS:
         raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
     created = row.get("created_at")
     try:
@@ -310,8 +312,8 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
     if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1):
         raise bad("confidence", f"must be a number in [0, 1] or null; got {conf!r}")
     tags = row.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise bad("tags", "must be a list of strings")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > MAX_TAGS:
+        raise bad("tags", f"must be a list of at most {MAX_TAGS} strings")
     ns = row.get("namespace", "default")
     if not isinstance(ns, str) or not ns:
         raise bad("namespace", "must be a non-empty string")
@@ -351,9 +353,9 @@ def wall_clock() -> datetime:
 
 def _check_text(text: object) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("memory text must be a non-empty string")
+        raise InvalidInputError("memory text must be a non-empty string")
     if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"memory text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+        raise InvalidInputError(f"memory text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
     return text.strip()
 
 
@@ -362,13 +364,13 @@ def normalize_tags(tags: Iterable[str]) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for t in tags:
         if not isinstance(t, str):
-            raise ValueError(f"tag {t!r} must be a string")
+            raise InvalidInputError(f"tag {t!r} must be a string")
         t = t.strip()
         if not TAG_PATTERN.fullmatch(t):
-            raise ValueError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
+            raise InvalidInputError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
         out.setdefault(t, None)
     if len(out) > MAX_TAGS:
-        raise ValueError(f"{len(out)} tags; the limit is {MAX_TAGS}")
+        raise InvalidInputError(f"{len(out)} tags; the limit is {MAX_TAGS}")
     return tuple(out)
 
 
@@ -402,13 +404,8 @@ class Store:
                 if not f.exists():
                     f.touch()
             if force or not p.manifest.exists():
-                manifest = {
-                    "version": "1", "projectId": project_id, "createdAt": stamp, "updatedAt": stamp,
-                    "memory": {"core": p.rel(p.core), "memories": p.rel(p.memories)},
-                    "events": {"memoryEvents": p.rel(p.events)},
-                    "indexes": {"embeddings": p.rel(p.embeddings)},
-                    "graph": {"nodes": p.rel(p.graph / "nodes.jsonl"), "edges": p.rel(p.graph / "edges.jsonl")},
-                }
+                manifest = {"version": MANIFEST_VERSION, "projectId": project_id, "createdAt": stamp,
+                            "updatedAt": stamp, **store._manifest_paths()}
                 atomic_write_text(p.manifest, json.dumps(manifest, indent=2) + "\n")
             if force or not p.config.exists():
                 config = {"version": 1, "projectId": project_id, "recall": {}}
@@ -421,6 +418,49 @@ class Store:
         if not store.paths.dir.is_dir():
             raise StoreNotFoundError(f"no {STORE_DIR}/ store in {store.root}; run `memofs init` there first")
         return store
+
+    def _manifest_paths(self) -> dict[str, dict[str, str]]:
+        p = self.paths
+        return {
+            "memory": {"core": p.rel(p.core), "memories": p.rel(p.memories)},
+            "events": {"memoryEvents": p.rel(p.events)},
+            "indexes": {"embeddings": p.rel(p.embeddings)},
+            "graph": {"nodes": p.rel(p.graph / "nodes.jsonl"), "edges": p.rel(p.graph / "edges.jsonl")},
+        }
+
+    def manifest_problems(self) -> list[str]:
+        """Every problem of manifest.json (JSON, version, projectId, timestamps, paths);
+        empty when it is valid or missing (a missing file is reported by its caller)."""
+        path = self.paths.manifest
+        try:
+            data = safe_json.load_file(path, expect=dict)
+        except FileNotFoundError:
+            return []
+        except (safe_json.JSONFileError, OSError) as exc:
+            return [str(exc)]
+        problems: list[str] = []
+
+        def bad(fld: str, why: str) -> None:
+            problems.append(f"{path}: field {fld!r} {why}")
+
+        if data.get("version") != MANIFEST_VERSION:
+            bad("version", f"must be {MANIFEST_VERSION!r}; got {data.get('version')!r}")
+        if not isinstance(data.get("projectId"), str) or not data["projectId"]:
+            bad("projectId", "must be a non-empty string")
+        for fld in ("createdAt", "updatedAt"):
+            try:
+                parse_iso(data.get(fld))
+            except (TypeError, ValueError) as exc:
+                bad(fld, f"is not an ISO timestamp with timezone ({exc})")
+        for section, fields in self._manifest_paths().items():
+            got = data.get(section)
+            if not isinstance(got, dict):
+                bad(section, "must be an object")
+                continue
+            for name, want in fields.items():
+                if got.get(name) != want:
+                    bad(f"{section}.{name}", f"must be {want!r}; got {got.get(name)!r}")
+        return problems
 
     def lock(self) -> FileLock:
         """The store's exclusive cross-process write lock (``.memofs/.lock``)."""
@@ -440,11 +480,11 @@ class Store:
         """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated)."""
         path = self.paths.config
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = safe_json.load_file(path)
         except FileNotFoundError:
             return RecallConfig()
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
         overrides = data.get("recall", {}) if isinstance(data, dict) else None
         if not isinstance(overrides, dict):
             raise StoreError(f"{path}: field 'recall' must be an object")
@@ -466,9 +506,11 @@ class Store:
 
     def read_core(self) -> str:
         try:
-            return self.paths.core.read_text(encoding="utf-8")
+            return safe_json.read_text(self.paths.core)
         except FileNotFoundError:
             return ""
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
 
     def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
         """The last ``n`` events, newest first, and load warnings."""
@@ -498,9 +540,15 @@ class Store:
     def anchor(self, rel: str) -> Anchor:
         """An anchor on ``rel`` hashed now; the path is confined to the project root."""
         full = confine(self.root, rel)
-        if not full.is_file():
-            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}")
-        return Anchor(full.relative_to(self.root).as_posix(), sha256_file(full))
+        try:
+            digest, _ = hash_regular(full)
+        except (FileNotFoundError, NotADirectoryError):
+            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
+        except NotRegularFileError:
+            raise AnchorPathError(f"anchor path is not a regular file: {rel!r}") from None
+        except OSError as exc:
+            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {rel!r}") from None
+        return Anchor(full.relative_to(self.root).as_posix(), digest)
 
     def remember(
         self,
@@ -524,13 +572,13 @@ class Store:
         tags = normalize_tags(tags)
         secrets.check(text, *tags)
         if kind not in MEMORY_KINDS:
-            raise ValueError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
         if confidence is not None:
             if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
-                raise ValueError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {confidence!r}")
             confidence = float(confidence)
         if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace) or ".." in namespace:
-            raise ValueError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
+            raise InvalidInputError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
         sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
         anchored = tuple(self.anchor(a) for a in anchors)
         when = self._now(now)

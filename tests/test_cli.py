@@ -106,7 +106,8 @@ def test_status_reports_tier_and_stale_anchors(proj: Path) -> None:
     assert st["embedder"]["tier"] == "lexical-only" and "MEMOFS_EMBEDDER=none" in st["embedder"]["reason"]
     (proj / "a.py").write_text("print(2)\n")
     st = jrun(proj, "status")
-    assert st["stale_anchors"] == [{"id": m["id"], "path": "a.py", "change": "modified"}]
+    assert st["stale_anchors"] == [{"id": m["id"], "path": "a.py", "change": "modified",
+                                    "reason": "a.py modified since the memory was written"}]
     (proj / "a.py").unlink()
     assert jrun(proj, "status")["stale_anchors"][0]["change"] == "deleted"
     assert "stale anchors: 1" in run(proj, "status").stdout

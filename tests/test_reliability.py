@@ -1,0 +1,348 @@
+"""Issue 17: every bad input gets a clear one-line error, nothing hangs, nothing
+acknowledged is lost. Special files at anchored paths, corrupt store files, damaged
+caches, cursor keys, strict environment flags, the CLI error boundary."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memofs import safe_json
+from memofs.cli import app
+from memofs.store import MAX_TEXT_CHARS
+
+MEMOFS = str(Path(sys.executable).with_name("memofs"))
+ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
+runner = CliRunner()
+DEEP = "[" * 5000 + "]" * 5000  # RecursionError in the stdlib parser without the depth limit
+
+
+def sh(root: Path, *args: str, timeout: float = 30, env: dict | None = None, stdin: bytes | None = None,
+       argv: list | None = None) -> subprocess.CompletedProcess:
+    """The installed console script in its own process, killed after ``timeout`` (a hang fails)."""
+    cmd = argv if argv is not None else [MEMOFS, "--root", str(root), *args]
+    return subprocess.run(cmd, capture_output=True, env={**os.environ, **ENV, **(env or {})},
+                          timeout=timeout, input=stdin)
+
+
+def cli(root: Path, *args: str, stdin: str | None = None):
+    return runner.invoke(app, ["--root", str(root), *args], env=ENV, input=stdin)
+
+
+def one_error_line(res, code: int = 1, prefix: str = "memofs: error: ") -> str:
+    """The single stderr line of a clean failure (no traceback)."""
+    err = res.stderr if isinstance(res.stderr, str) else res.stderr.decode("utf-8", "replace")
+    out = res.output if hasattr(res, "output") else res.stdout.decode("utf-8", "replace")
+    code_got = res.exit_code if hasattr(res, "exit_code") else res.returncode
+    assert code_got == code, (code_got, out, err)
+    assert "Traceback" not in err + out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix), err
+    return lines[0]
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    assert cli(tmp_path, "init").exit_code == 0
+    return tmp_path
+
+
+def remember(root: Path, text: str, *extra: str) -> str:
+    res = cli(root, "remember", text, *extra, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)["id"]
+
+
+# ---------------------------------------------------------------------- 1. special files at anchors
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_fifo_and_directory_at_anchored_paths_never_hang_or_fail_the_store(proj: Path) -> None:
+    for name in ("f.py", "g.py", "h.py"):
+        (proj / name).write_text(f"print({name!r})\n")
+    fifo_id = remember(proj, "alpha memory about f", "--anchor", "f.py")
+    dir_id = remember(proj, "alpha memory about g", "--anchor", "g.py")
+    ok_id = remember(proj, "alpha memory about h", "--anchor", "h.py")
+    (proj / "f.py").unlink()
+    os.mkfifo(proj / "f.py")  # reading it would block forever: no writer
+    (proj / "g.py").unlink()
+    (proj / "g.py").mkdir()
+
+    res = sh(proj, "recall", "-q", "alpha memory", "--json", "--explain")
+    assert res.returncode == 0, res.stderr
+    by_id = {r["id"]: r for r in json.loads(res.stdout)["results"]}
+    assert set(by_id) == {fifo_id, dir_id, ok_id}
+    assert by_id[ok_id]["stale"] is False
+    for mid, name in ((fifo_id, "f.py"), (dir_id, "g.py")):
+        assert by_id[mid]["stale"] is True
+        reasons = [p["reason"] for p in by_id[mid]["explain"]["penalties"] if p["name"] == "stale_anchor"]
+        assert reasons == [f"{name} is not a regular file"]
+    human = sh(proj, "recall", "-q", "alpha memory")
+    assert human.returncode == 0 and b"STALE: f.py is not a regular file" in human.stdout
+
+    st = sh(proj, "status", "--json")
+    assert st.returncode == 0, st.stderr  # stale anchors are facts, not store problems
+    info = json.loads(st.stdout)
+    assert info["healthy"] and info["memories"] == 3
+    assert sorted((s["id"], s["change"], s["reason"]) for s in info["stale_anchors"]) == sorted([
+        (fifo_id, "not-regular", "f.py is not a regular file"),
+        (dir_id, "not-regular", "g.py is not a regular file")])
+
+    ctx = sh(proj, "context", "-q", "alpha memory")
+    assert ctx.returncode == 0 and b"(stale: f.py is not a regular file)" in ctx.stdout, ctx.stderr
+
+    # new anchors on special files are refused at once, and nothing is written
+    for name in ("f.py", "g.py"):
+        line = one_error_line(sh(proj, "remember", "beta", "--anchor", name))
+        assert f"anchor path is not a regular file: '{name}'" in line
+    assert len((proj / ".memofs/memory/memories.jsonl").read_text().splitlines()) == 3
+
+
+def test_anchor_into_the_store_is_refused(proj: Path) -> None:
+    for rel in (".memofs/config.json", ".memofs", "./.memofs/memory/core.md"):
+        line = one_error_line(cli(proj, "remember", "x", "--anchor", rel))
+        assert "must not point into .memofs/" in line
+
+
+def test_unreadable_anchor_is_a_stale_reason(proj: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    (proj / "a.py").write_text("x = 1\n")
+    mid = remember(proj, "gamma anchored", "--anchor", "a.py")
+    (proj / "a.py").chmod(0)
+    try:
+        res = cli(proj, "status", "--json")
+        assert res.exit_code == 0
+        stale = json.loads(res.stdout)["stale_anchors"]
+        assert stale[0]["id"] == mid and stale[0]["change"] == "unreadable"
+        assert stale[0]["reason"].startswith("a.py cannot be read (Permission denied")
+    finally:
+        (proj / "a.py").chmod(0o644)
+
+
+# ---------------------------------------------------------------------- 2. corrupt store files
+GOOD = {"id": "mem_good", "text": "a good memory", "kind": "note", "created_at": "2026-01-10T12:00:00Z",
+        "confidence": None, "tags": [], "namespace": "default", "anchors": [], "supersedes": []}
+
+
+def _row(**changes) -> bytes:
+    return json.dumps({**GOOD, "id": "mem_bad", **changes}).encode()
+
+
+BAD_ROWS = {
+    "created_at int": (_row(created_at=5), "field 'created_at'"),
+    "created_at list": (_row(created_at=[1]), "field 'created_at'"),
+    "created_at object": (_row(created_at={"a": 1}), "field 'created_at'"),
+    "created_at no tz": (_row(created_at="2026-01-10T12:00:00"), "field 'created_at'"),
+    "created_at junk": (_row(created_at="yesterday"), "field 'created_at'"),
+    "id int": (_row(id=7), "field 'id'"),
+    "text null": (_row(text=None), "field 'text'"),
+    "text over cap": (_row(text="x" * (MAX_TEXT_CHARS + 1)), "field 'text' has 100001 characters"),
+    "kind list": (_row(kind=["note"]), "field 'kind'"),
+    "confidence str": (_row(confidence="0.5"), "field 'confidence'"),
+    "confidence bool": (_row(confidence=True), "field 'confidence'"),
+    "tags str": (_row(tags="db"), "field 'tags'"),
+    "tags ints": (_row(tags=[1, 2]), "field 'tags'"),
+    "namespace int": (_row(namespace=3), "field 'namespace'"),
+    "anchors dict": (_row(anchors={"path": "a"}), "field 'anchors'"),
+    "anchor path int": (_row(anchors=[{"path": 1, "sha256": "x"}]), "field 'anchors[0]'"),
+    "supersedes ints": (_row(supersedes=[1]), "field 'supersedes'"),
+    "deep nesting": (DEEP.encode(), "nested deeper than 64 levels"),
+    "deep nesting in a field": (b'{"id": "mem_bad", "text": "t", "tags": ' + b"[" * 70 + b"]" * 70 + b"}",
+                                "nested deeper than 64 levels"),
+    "invalid utf-8": (b'{"id": "mem_bad", "text": "\xff\xfe"}', "not valid UTF-8"),
+    "huge integer": (b'{"id": "mem_bad", "text": "t", "confidence": ' + b"9" * 5000 + b"}", "invalid JSON"),
+    "array": (b"[1, 2]", "expected a JSON object, got list"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ROWS))
+def test_corrupt_memory_line_is_a_one_line_error_naming_file_line_field(proj: Path, case: str) -> None:
+    bad, expect = BAD_ROWS[case]
+    mem = proj / ".memofs/memory/memories.jsonl"
+    mem.write_bytes(json.dumps(GOOD).encode() + b"\n" + bad + b"\n" + json.dumps({**GOOD, "id": "mem_3"}).encode() + b"\n")
+    where = f"{mem}:2"
+    for args in (["recall", "-q", "good memory"], ["context", "-q", "good memory"]):
+        line = one_error_line(cli(proj, *args))
+        assert where in line and expect in line, (args, line)
+    for cmd in ("status", "doctor"):
+        res = cli(proj, cmd, "--json")
+        assert res.exit_code == 1 and "Traceback" not in res.output
+        problems = json.loads(res.stdout)["problems"]
+        assert any(where in p and expect in p for p in problems), problems
+
+
+STORE_FILES = {  # file -> (bytes, what the message says); every one names the file
+    "config.json": (b'{"recall": {"top_k": "\xff"}}', "not valid UTF-8"),
+    "manifest.json": (b'{"version": "1\xc3"}', "not valid UTF-8"),
+    "memory/core.md": (b"# Core\n\xc3\x28 broken\n", "not valid UTF-8"),
+    "graph/nodes.jsonl": (b'{"id": "a", "label": "\xff"}\n', "not valid UTF-8"),
+    "graph/edges.jsonl": (DEEP.encode() + b"\n", "nested deeper than 64 levels"),
+    "indexes/embeddings.jsonl": (b'{"id": "\xff"}\n{"id": "b"}\n', "not valid UTF-8"),
+    "events/memory-events.jsonl": (DEEP.encode() + b"\n{}\n", "nested deeper than 64 levels"),
+}
+
+
+@pytest.mark.parametrize("rel", list(STORE_FILES))
+def test_damaged_store_file_is_named_and_listed_by_status_and_doctor(proj: Path, rel: str) -> None:
+    remember(proj, "a good memory about databases")
+    data, expect = STORE_FILES[rel]
+    path = proj / ".memofs" / rel
+    path.write_bytes(data)
+    for cmd in ("status", "doctor"):
+        res = cli(proj, cmd, "--json")
+        assert res.exit_code == 1, (cmd, res.output)
+        problems = json.loads(res.stdout)["problems"]
+        assert any(str(path) in p and expect in p for p in problems), problems
+    for args in (["recall", "-q", "databases"], ["context", "-q", "databases"]):
+        res = cli(proj, *args)
+        assert res.exit_code in (0, 1) and "Traceback" not in res.output, (args, res.output)
+        if res.exit_code == 1:  # the command needed the file: its error names it
+            line = one_error_line(res)
+            assert str(path) in line and expect in line
+
+
+def test_status_lists_every_problem_instead_of_stopping_at_the_first(proj: Path) -> None:
+    d = proj / ".memofs"
+    (d / "config.json").write_bytes(b"{oops")
+    (d / "memory/memories.jsonl").write_bytes(_row(created_at=5) + b"\n" + json.dumps(GOOD).encode() + b"\n")
+    (d / "memory/core.md").write_bytes(b"\xff")
+    (d / "graph/nodes.jsonl").write_bytes(b"[" * 100 + b"\n{}\n")
+    (d / "manifest.json").write_text(json.dumps({"version": "2", "projectId": 5, "createdAt": 1}))
+    res = cli(proj, "status", "--json")
+    assert res.exit_code == 1
+    problems = json.loads(res.stdout)["problems"]
+    for needle in ("config.json:1: invalid JSON", "memories.jsonl:1: field 'created_at'", "core.md: not valid UTF-8",
+                   "nodes.jsonl:1: invalid JSON", "manifest.json: field 'version' must be '1'",
+                   "manifest.json: field 'projectId'", "manifest.json: field 'createdAt'",
+                   "manifest.json: field 'updatedAt'", "manifest.json: field 'memory' must be an object"):
+        assert sum(needle in p for p in problems) == 1, (needle, problems)
+    human = cli(proj, "doctor")
+    assert human.exit_code == 1 and human.stdout.count("problem: ") == len(problems)
+    assert human.stdout.rstrip().endswith("UNHEALTHY")
+
+
+def test_manifest_validation_accepts_what_init_writes(proj: Path) -> None:
+    from memofs.store import Store
+
+    s = Store.open(proj)
+    assert s.manifest_problems() == []
+    m = json.loads(s.paths.manifest.read_text())
+    m["graph"]["nodes"] = "../elsewhere.jsonl"
+    s.paths.manifest.write_text(json.dumps(m))
+    assert s.manifest_problems() == [
+        f"{s.paths.manifest}: field 'graph.nodes' must be '.memofs/graph/nodes.jsonl'; got '../elsewhere.jsonl'"]
+
+
+def test_safe_json_depth_limit_and_errors() -> None:
+    ok = "[" * 64 + "]" * 64
+    assert safe_json.parse(ok, "x") is not None
+    with pytest.raises(safe_json.JSONFileError, match=r"^f:3: invalid JSON \(nested deeper than 64 levels\)$"):
+        safe_json.parse("[" * 65 + "]" * 65, "f:3")
+    # brackets inside strings do not count, escaped quotes do not end a string
+    assert safe_json.parse(json.dumps({"t": '\\"' + "[" * 500}), "x") == {"t": '\\"' + "[" * 500}
+    with pytest.raises(safe_json.JSONFileError, match=r"^f:2: invalid JSON"):
+        safe_json.parse('{\n"a": }', "f", line_numbers=True)
+    with pytest.raises(safe_json.JSONFileError, match=r"^f: not valid UTF-8 \(byte 1\)$"):
+        safe_json.parse(b'"\xff"', "f")
+    with pytest.raises(safe_json.JSONFileError, match="expected a JSON object, got int"):
+        safe_json.parse("3", "f", expect=dict)
+
+
+# ---------------------------------------------------------------------- context cache
+def _expandable(proj: Path) -> dict:
+    for i in range(10):
+        remember(proj, f"delta decision {i}: pool size {i * 10} for the tenant database", "--kind", "decision")
+    b = json.loads(cli(proj, "context", "-q", "tenant database", "--budget", "1024", "--json").stdout)
+    return next(e for e in b["expandable"] if e["section"] == "recall")
+
+
+CACHE_DAMAGE = {
+    "not json": b"{oops",
+    "invalid utf-8": b'[{"key": "\xff"}]',
+    "deep": DEEP.encode(),
+    "object": b'{"key": "x"}',
+    "entry not object": b"[1, 2]",
+    "lists is a list": None,  # filled in from the real entry
+    "items not strings": None,
+    "created_at str": None,
+    "meta list": None,
+    "unknown section": None,
+}
+
+
+@pytest.mark.parametrize("case", list(CACHE_DAMAGE))
+def test_damaged_context_cache_is_discarded_with_a_warning(proj: Path, case: str) -> None:
+    rec = _expandable(proj)
+    path = proj / ".memofs/tmp/context-cache.json"
+    data = CACHE_DAMAGE[case]
+    if data is None:
+        entries = json.loads(path.read_text())
+        e = entries[0]
+        if case == "lists is a list":
+            e["lists"] = ["x"]
+        elif case == "items not strings":
+            e["lists"]["recall"] = [1, {"a": 2}]
+        elif case == "created_at str":
+            e["created_at"] = "soon"
+        elif case == "meta list":
+            e["meta"] = []
+        else:
+            e["lists"]["bogus"] = ["x"]
+        data = json.dumps(entries).encode()
+    path.write_bytes(data)
+    line = one_error_line(cli(proj, "context", "--expand", rec["cursor"]))
+    assert "has expired or is unknown" in line  # the damaged entry is gone, not crashed on
+    path.write_bytes(data)
+    res = cli(proj, "context", "-q", "tenant database", "--budget", "1024", "--json")
+    assert res.exit_code == 0, res.output
+    warnings = json.loads(res.stdout)["warnings"]
+    assert any("discarded" in w and "context" in w for w in warnings), warnings
+    fresh = next(e for e in json.loads(res.stdout)["expandable"] if e["section"] == "recall")
+    assert cli(proj, "context", "--expand", fresh["cursor"]).exit_code == 0  # the cache works again
+
+
+def test_cache_never_holds_query_text_the_gate_refuses(proj: Path) -> None:
+    _expandable(proj)
+    secret_query = "tenant database password = correcthorsebattery"
+    b = json.loads(cli(proj, "context", "-q", secret_query, "--budget", "1024", "--json").stdout)
+    assert b["expandable"], "the briefing must have cached something for this test to mean anything"
+    raw = (proj / ".memofs/tmp/context-cache.json").read_text()
+    assert "correcthorsebattery" not in raw
+    assert "tenant database [REDACTED]" in raw  # the query is kept, its secret is not
+
+
+# ---------------------------------------------------------------------- 3. cursor.key
+def test_cursor_key_is_created_atomically_with_mode_0600(proj: Path) -> None:
+    _expandable(proj)
+    tmp = proj / ".memofs/tmp"
+    key = tmp / "cursor.key"
+    assert len(bytes.fromhex(key.read_text())) == 32
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith(".cursor.key")]  # no temp left behind
+
+
+@pytest.mark.parametrize("content,why", [
+    (b"", "key is empty or too short (0 bytes, at least 16)"),
+    (b"\n  \n", "key is empty or too short (0 bytes, at least 16)"),
+    (b"abcd", "key is empty or too short (2 bytes, at least 16)"),
+    (b"00" * 15, "key is empty or too short (15 bytes, at least 16)"),
+    (b"zz" * 32, "not a hex key"),
+    (b"\xff" * 32, "not a hex key"),
+])
+def test_empty_or_short_cursor_key_is_refused(proj: Path, content: bytes, why: str) -> None:
+    rec = _expandable(proj)
+    key = proj / ".memofs/tmp/cursor.key"
+    key.write_bytes(content)
+    for args in (["context", "--expand", rec["cursor"]], ["context", "-q", "tenant"]):
+        line = one_error_line(cli(proj, *args))
+        assert f"{key}: {why}; delete it to issue new cursors" in line
+    assert key.read_bytes() == content  # never silently replaced
+    key.unlink()
+    assert cli(proj, "context", "-q", "tenant").exit_code == 0  # a new key is made
+    assert len(bytes.fromhex(key.read_text())) == 32
