@@ -33,6 +33,7 @@ from pathlib import Path
 import memofs_eval._env  # noqa: F401  (cache and offline variables before ranx / torch)
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 from memofs.config import RecallConfig
 from memofs.fusion import fuse, lexical_score, pools
 from memofs.learned import FEATURES, FeatureParams, LearnedModel, features, fuse_learned
@@ -320,6 +321,9 @@ def folds(bench: Bench, by_split: bool) -> list[tuple[str, list[str], list[str]]
             train_ = [q for q in train_ if bench.split[q] == "tune"]
         if test and train_:
             out.append((g, train_, test))
+    if not out:
+        raise ValueError(f"no leave-one-group-out fold: {len(bench.qids)} queries in {len(groups)} group(s)"
+                         + (" with tune and heldout queries" if by_split else ""))
     return out
 
 
@@ -339,7 +343,7 @@ def cv_learned(bench: Bench, fs, cfg: RecallConfig, feature_names: Sequence[str]
     cache: dict[str, Block] = {b.qid: b for b in blocks(bench, sorted({q for _, tr, _ in fs for q in tr}), cfg, params)}
     ranked: Ranked = {}
     models = []
-    for _g, tr, te in fs:
+    for _g, tr, te in tqdm(fs, desc="learned fusion folds", unit="fold", leave=False):
         m = train([cache[q] for q in tr] + list(extra), feature_names, C, params)
         models.append(m)
         ranked.update(run_model(bench, te, m, cfg))

@@ -46,7 +46,11 @@ def group_folds(qids: Sequence[str], groups: Mapping[str, str], n_folds: int, se
 
 def split_folds(split: Mapping[str, str | None], qids: Sequence[str]) -> list[tuple[list[str], list[str]]]:
     """The dataset's fixed split as a single fold: train on ``tune``, test on ``heldout``."""
-    return [([q for q in qids if split[q] == "tune"], [q for q in qids if split[q] == "heldout"])]
+    train = [q for q in qids if split[q] == "tune"]
+    test = [q for q in qids if split[q] == "heldout"]
+    if not train or not test:
+        raise ValueError(f"the fixed split needs tune and heldout queries: {len(train)} tune, {len(test)} heldout")
+    return [(train, test)]
 
 
 def evaluation_folds(data, n_folds: int, seed: int) -> tuple[list[tuple[list[str], list[str]]], str]:

@@ -177,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[Section] = []
     failed: dict[str, str] = {}
     t0 = time.perf_counter()
-    for name in a.only:
+    for i, name in enumerate(a.only, 1):
         t = time.perf_counter()
-        print(f"[bench.all] {name} ...", flush=True)
+        print(f"[bench.all] {i}/{len(a.only)} {name} ...", flush=True)
         try:
             sections.append(runners[name]())
         except Exception:  # one broken benchmark must not hide the others' numbers
