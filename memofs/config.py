@@ -16,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from memofs.lexicon import TASK_TYPES
 
@@ -31,8 +31,17 @@ SIGNAL_FIELDS: tuple[str, ...] = (
     "k1",
     "b",
     "fuzzy_partial",
+    "entity_match",
 )
 """Fields that change extracted signals; everything else is recombination."""
+
+EntityMatch = Literal["terms", "upstream"]
+ENTITY_MATCH_MODES: tuple[str, ...] = get_args(EntityMatch)
+"""How query terms resolve graph entities (:meth:`memofs.graph.EntityGraph.resolve_entities`):
+``terms`` (our reading of the spec): only the recall tokenizer's terms of the expanded query
+resolve an entity, so a stop word or a character the tokenizer drops never does;
+``upstream``: upstream's rule on the raw lowercased expanded terms (any term of length >= 3
+that is a substring of the label or an alias, stop words included)."""
 
 FUSION_MODES: tuple[str, ...] = ("formula", "learned")
 """``formula``: the spec's weighted sum; ``learned``: a model file scores the same pools."""
@@ -90,6 +99,8 @@ class RecallConfig:
     # query
     task_type: str = "general"
     include_graph_docs: bool = False
+    # entity resolution: the recall tokenizer's terms (our reading) or upstream's raw terms
+    entity_match: EntityMatch = "terms"
     # combination: the spec's formula (default) or a learned model over the same pools
     # (an option beyond the spec; see memofs.learned)
     fusion: str = "formula"
@@ -129,6 +140,10 @@ class RecallConfig:
                 raise ValueError(f"RecallConfig.kind_expiry_days[{kind!r}] must be > 0, got {days!r}")
         if not 0 <= self.round_decimals <= 12:
             raise ValueError(f"RecallConfig.round_decimals must be in [0, 12], got {self.round_decimals!r}")
+        if self.entity_match not in ENTITY_MATCH_MODES:
+            raise ValueError(
+                f"RecallConfig.entity_match must be one of {', '.join(ENTITY_MATCH_MODES)}; got {self.entity_match!r}"
+            )
         if self.fusion not in FUSION_MODES:
             raise ValueError(f"RecallConfig.fusion must be one of {', '.join(FUSION_MODES)}; got {self.fusion!r}")
         if self.learned_model is not None and not (isinstance(self.learned_model, str) and self.learned_model):
@@ -160,6 +175,10 @@ class RecallConfig:
         # so every formula config keeps the hash it had before they existed
         if d["fusion"] == "formula" and d["learned_model"] is None:
             del d["fusion"], d["learned_model"]
+        # so does entity_match at its default (the cached signals are keyed by signal_key()
+        # and the extraction code's hash, so they are re-extracted all the same)
+        if d["entity_match"] == "terms":
+            del d["entity_match"]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:

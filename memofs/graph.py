@@ -15,6 +15,8 @@ Differences from upstream:
   status ``retired`` (upstream writes ``deprecated``; both are filtered from recall) and a
   ``valid_until`` timestamp kept beside the record and persisted in the JSONL rows.
 * :meth:`entity_state` also skips ``retired`` edges (upstream has no such status).
+* :meth:`resolve_entities` matches on the recall tokenizer's terms by default, so a stop
+  word ("for") never resolves an entity; ``match="upstream"`` keeps upstream's raw rule.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memofs import safe_json
+from memofs.config import ENTITY_MATCH_MODES
 from memofs.records import GRAPH_STATUSES, GraphEdge, GraphNode
 from memofs.tokenize import tokenize
 
@@ -88,6 +91,42 @@ def _merge_aliases(label: str, *groups: Iterable[str]) -> tuple[str, ...]:
                 seen.add(key)
                 out.append(alias)
     return tuple(out[:MAX_ALIASES])
+
+
+def _upstream_matcher(ordered: list[str]) -> Callable[[str], str | None]:
+    """Upstream ``resolveEntities`` on one candidate: exact term, else first long substring term."""
+    term_set = set(ordered)
+    long_terms = [t for t in ordered if len(t) >= _MIN_SUBSTRING_TERM]
+
+    def hit(candidate: str) -> str | None:
+        cand = candidate.lower()
+        if cand in term_set:
+            return cand
+        return next((t for t in long_terms if t in cand), None)
+
+    return hit
+
+
+def _terms_matcher(ordered: list[str]) -> Callable[[str], str | None]:
+    """The same two rules on recall tokens: stop words and dropped characters never match."""
+    phrases: dict[tuple[str, ...], str] = {}
+    words: dict[str, None] = {}
+    for t in ordered:
+        toks = tuple(tokenize(t))
+        if toks:
+            phrases.setdefault(toks, t)
+            words.update(dict.fromkeys(toks))
+    long_words = [w for w in words if len(w) >= _MIN_SUBSTRING_TERM]
+
+    def hit(candidate: str) -> str | None:
+        cand = tuple(tokenize(candidate))
+        if not cand:
+            return None
+        if cand in phrases:
+            return phrases[cand]
+        return next((w for w in long_words if any(w in c for c in cand)), None)
+
+    return hit
 
 
 @dataclass(frozen=True)
@@ -238,28 +277,36 @@ class EntityGraph:
         return docs
 
     # ------------------------------------------------------------------ resolution
-    def resolve_entities(self, terms: Iterable[str]) -> list[ResolvedEntity]:
+    def resolve_entities(self, terms: Iterable[str], *, match: str = "terms") -> list[ResolvedEntity]:
         """Active nodes named by ``terms``, in node-list order (upstream ``resolveEntities``).
 
-        Terms are lowercased and de-duplicated in order. For each active node the
-        candidates are its label then its aliases, lowercased; the first candidate that
-        matches decides. A candidate matches a term it equals, else the first term of
-        length >= 3 that is a substring of the candidate.
+        ``terms`` are the expanded query terms (:attr:`memofs.rewrite.RewrittenQuery.expanded_terms`),
+        lowercased and de-duplicated in order. For each active node the candidates are its
+        label then its aliases; the first candidate that matches decides. ``match`` picks
+        the rule (``RecallConfig.entity_match``):
+
+        * ``"terms"`` (default; our reading of the write-up, which says terms): both sides
+          are the recall tokenizer's terms (:func:`memofs.tokenize.tokenize`), so stop
+          words and characters the tokenizer drops never resolve an entity. A candidate
+          matches a term whose tokens equal the candidate's tokens (any length: "pg",
+          "github actions"), else the first query token of length >= 3 that is a
+          substring of one of the candidate's tokens ("auth" in "OAuth"). A candidate made
+          only of stop words never matches.
+        * ``"upstream"``: upstream's rule on the raw strings. A lowercased candidate matches
+          a term it equals, else the first term of length >= 3 that is a substring of it,
+          so "for" resolves "React Query for server state".
         """
+        if match not in ENTITY_MATCH_MODES:
+            raise ValueError(f"match must be one of {', '.join(ENTITY_MATCH_MODES)}; got {match!r}")
         ordered = list(dict.fromkeys(t.lower() for t in terms if isinstance(t, str) and t))
         if not ordered:
             return []
-        term_set = set(ordered)
-        long_terms = [t for t in ordered if len(t) >= _MIN_SUBSTRING_TERM]
+        hit = _upstream_matcher(ordered) if match == "upstream" else _terms_matcher(ordered)
         out: list[ResolvedEntity] = []
         for n in self.active_nodes():
             matched = None
             for candidate in (n.label, *n.aliases):
-                cand = candidate.lower()
-                if cand in term_set:
-                    matched = cand
-                else:
-                    matched = next((t for t in long_terms if t in cand), None)
+                matched = hit(candidate)
                 if matched is not None:
                     break
             if matched is not None:

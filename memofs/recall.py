@@ -219,11 +219,14 @@ class Recaller:
 
     def query_text(self, query: str, task_type: str | None = None, cfg: RecallConfig | None = None):
         """The rewritten recall query and the resolved entities (spec "Task-aware biasing",
-        "Entity-boost"): entities resolved on the expanded terms feed their terms back."""
+        "Entity-boost"): entities resolved on the expanded terms feed their terms back.
+        ``cfg.entity_match`` picks the resolution rule (recall tokens, or upstream's raw
+        substrings, see :meth:`EntityGraph.resolve_entities`)."""
         cfg = cfg or self.config
         task = task_type or cfg.task_type
         rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon)
-        resolved = self.graph.resolve_entities(rq.expanded_terms) if self.graph.active_nodes() else []
+        resolved = (self.graph.resolve_entities(rq.expanded_terms, match=cfg.entity_match)
+                    if self.graph.active_nodes() else [])
         if resolved and cfg.use_entity_boost:
             rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon, extra_terms=self.graph.expansion_terms(resolved))
         return rq, resolved

@@ -110,6 +110,44 @@ def test_resolve_exact_and_substring_rules():
     assert g.resolve_entities(["queues"]) == []
 
 
+@pytest.mark.parametrize("match", ["terms", "upstream"])
+def test_both_rules_agree_on_plain_terms(match):
+    # the exact/substring rules above hold for either rule when no stop word is involved
+    g = EntityGraph(nodes=[N("n1", "MongoDB"), N("n2", "Postgres Database", aliases=("pg",)),
+                           N("n3", "Payments", aliases=("db",))])
+    got = g.resolve_entities(["DB", "pg", "base", "database"], match=match)
+    assert [(r.node_id, r.matched_term) for r in got] == [("n2", "base"), ("n3", "db")]
+
+
+def test_terms_rule_stop_words_never_resolve():
+    # issue 19: the D1 question shares only the stop word "for" with this label
+    g = EntityGraph(nodes=[N("rq", "React Query for server state"), N("d1", "D1")])
+    terms = rewrite_query("What database driver did we pick for tenant metadata?").expanded_terms
+    assert "for" in terms  # the rewrite keeps stop words; resolution must drop them
+    assert g.resolve_entities(terms) == []
+    assert [(r.node_id, r.matched_term) for r in g.resolve_entities(terms, match="upstream")] == [("rq", "for")]
+    # stop words on the label side do not match either: "hat" is inside "what" only
+    g2 = EntityGraph(nodes=[N("w", "What next"), N("it", "Tracker", aliases=("it",))])
+    assert g2.resolve_entities(["hat", "it"]) == []
+    assert [(r.node_id, r.matched_term) for r in g2.resolve_entities(["hat", "it"], match="upstream")] == [
+        ("w", "hat"), ("it", "it")]
+
+
+def test_terms_rule_dropped_characters_and_phrases():
+    g = EntityGraph(nodes=[N("f", "legacy___flags"), N("gha", "GitHub Actions"), N("oa", "OAuth")])
+    # "___" is no recall token at all; upstream finds it inside the label
+    assert g.resolve_entities(["___"]) == []
+    assert [r.node_id for r in g.resolve_entities(["___"], match="upstream")] == ["f"]
+    # a multi-word expansion equals a multi-word label token for token; a token inside a
+    # label token still matches ("auth" in "oauth"), as upstream
+    got = g.resolve_entities(["github actions", "auth"])
+    assert [(r.node_id, r.matched_term) for r in got] == [("gha", "github actions"), ("oa", "auth")]
+    # "flags" is a token of "legacy___flags" ("_" separates): the label still resolves
+    assert [r.matched_term for r in g.resolve_entities(["Flags"])] == ["flags"]
+    with pytest.raises(ValueError, match="match must be one of terms, upstream"):
+        g.resolve_entities(["x"], match="loose")
+
+
 def test_resolve_fills_fields_in_node_order():
     g = auth_graph()
     got = g.resolve_entities(["jwt", "auth"])

@@ -233,9 +233,9 @@ def test_config_fields_validated():
         RecallConfig(learned_model="")
     cfg = RecallConfig(fusion="learned", learned_model="x.json")
     assert RecallConfig.from_dict(cfg.to_dict()) == cfg
-    # formula configs keep the hash they had before the fields existed
+    # formula configs keep the hash they had before the fields existed (entity_match too)
     d = RecallConfig().to_dict()
-    del d["fusion"], d["learned_model"]
+    del d["fusion"], d["learned_model"], d["entity_match"]
     assert RecallConfig().config_hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -169,6 +169,21 @@ def test_entity_graph_boost_and_retired_nodes():
     assert "currently: supersedes JWT" in EntityGraph.render(frame.entities) or "supersedes" in g.entity_state("concept:oauth")
 
 
+def test_entity_match_switch_reaches_the_query():
+    # issue 19: "for" is the only word the D1 question shares with this entity's label
+    g = EntityGraph(nodes=[GraphNode("concept:frontend", "Frontend"),
+                           GraphNode("concept:rq", "React Query for server state")],
+                    edges=[GraphEdge("concept:frontend", "concept:rq", "uses")])
+    r = Recaller(graph=g)
+    r.add(SEED + [mem("fe", "Frontend uses React Query for server state")])
+    q = "What database driver did we pick for tenant metadata?"
+    ours = r.signals(q, now=NOW)
+    assert ours.entities == () and ours.query_text == q + " db postgres sqlite"
+    up = r.signals(q, now=NOW, config=RecallConfig(entity_match="upstream"))
+    assert [e.node_id for e in up.entities] == ["concept:rq"] and up.entities[0].matched_term == "for"
+    assert up.query_text == q + " db postgres sqlite react query server state"
+
+
 def test_now_is_injected_never_read():
     r = Recaller()
     r.add(SEED)
