@@ -11,6 +11,11 @@ Input handling follows upstream: strings are trimmed and an empty string counts 
 absent; a missing required string gives ``<name> is required.``; unknown keys are
 ignored. Tool failures come back as results with ``isError: true``, text
 ``"<CODE>: <message>"`` and ``structuredContent: {error: {name, message, code, status}}``.
+Codes: ``MCP_VALIDATION_ERROR`` (400) only for what the caller sent
+(:class:`~memofs.records.InvalidInputError`), ``MEMOFS_WRITE_BLOCKED`` (400, a secret),
+``MCP_AUTHORIZATION_ERROR`` (403, read-only), ``MEMOFS_STORE_ERROR`` (500, a damaged or
+unreadable store: the operator's to fix) and ``MEMOFS_INTERNAL_ERROR`` (500, a fault of
+the server itself, e.g. a bad model file; the message says to run ``memofs doctor``).
 
 The server keeps one :class:`~memofs.store.LiveStore` (reloaded when the files change,
 so CLI writes are seen) and one in-process :class:`~memofs.cursor.ContextCache` with a
@@ -28,9 +33,9 @@ from datetime import datetime
 from typing import Any
 
 from memofs.briefing import EXPAND_BUDGET, HARD_CAP, MAX_BUDGET, MIN_BUDGET, briefing_for, expand_context, result_dict
-from memofs.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache, CursorError
+from memofs.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache
 from memofs.lexicon import TASK_TYPES
-from memofs.records import MEMORY_KINDS
+from memofs.records import MEMORY_KINDS, InvalidInputError
 from memofs.store import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json
 
 log = logging.getLogger("memofs.mcp")
@@ -109,10 +114,20 @@ def _invalid(message: str) -> ToolError:
 
 
 # ---------------------------------------------------------------------- argument checks
+def _unicode(name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid(f"{name} must be valid Unicode (it has a lone surrogate).") from None
+    return value
+
+
 def _str(args: dict[str, Any], name: str, *, required: bool = False, max_len: int | None = None) -> str | None:
     value = args.get(name)
     if value is not None and not isinstance(value, str):
         raise _invalid(f"{name} must be a string.")
+    if value is not None:
+        _unicode(name, value)
     value = value.strip() if isinstance(value, str) else None
     if not value:
         if required:
@@ -147,7 +162,25 @@ def _str_list(args: dict[str, Any], name: str, max_items: int) -> list[str]:
         raise _invalid(f"{name} must be an array of strings.")
     if len(value) > max_items:
         raise _invalid(f"{name} must have at most {max_items} items.")
-    return [v.strip() for v in value if v.strip()]
+    return [_unicode(name, v).strip() for v in value if v.strip()]
+
+
+def classify(exc: Exception) -> ToolError:
+    """The caller's fault (validation, a secret) or the server's (store, internal)."""
+    from memofs.embeddings_file import EmbeddingsFileError
+    from memofs.safe_json import JSONFileError
+    from memofs.secrets import WriteBlockedError
+    from memofs.store import StoreError
+
+    if isinstance(exc, WriteBlockedError):
+        return ToolError(exc.code, 400, str(exc))
+    if isinstance(exc, InvalidInputError):
+        return _invalid(str(exc))
+    if isinstance(exc, (StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)):
+        return ToolError("MEMOFS_STORE_ERROR", 500, str(exc))
+    log.exception("internal error in a tool call")
+    return ToolError("MEMOFS_INTERNAL_ERROR", 500,
+                     f"internal error: {type(exc).__name__}: {exc} (run memofs doctor)")
 
 
 # ---------------------------------------------------------------------- the service
@@ -173,21 +206,13 @@ class MemofsTools:
         if self.read_only and name == "memofs.remember":
             raise ToolError("MCP_AUTHORIZATION_ERROR", 403,
                             f"Operation {name} is blocked because this MCP server is running read-only.")
-        from memofs.anchors import AnchorPathError
-        from memofs.secrets import WriteBlockedError
-        from memofs.store import StoreError
-
         with self._lock:
             try:
                 return handler(arguments or {})
             except ToolError:
                 raise
-            except WriteBlockedError as exc:
-                raise ToolError(exc.code, 400, str(exc)) from None
-            except (CursorError, AnchorPathError, ValueError) as exc:
-                raise _invalid(str(exc)) from None
-            except StoreError as exc:
-                raise ToolError("MEMOFS_STORE_ERROR", 500, str(exc)) from None
+            except Exception as exc:
+                raise classify(exc) from None
 
     def recall(self, args: dict[str, Any]) -> dict[str, Any]:
         query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
@@ -241,9 +266,8 @@ def build_server(tools: MemofsTools) -> Any:
             result = await anyio.to_thread.run_sync(tools.call, name, args)
         except ToolError as exc:
             return _error(types, exc)
-        except Exception as exc:  # never crash the server; report the failure to the caller
-            log.exception("tool %s failed", name)
-            return _error(types, ToolError("UNEXPECTED_ERROR", 500, f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # never crash the server (tools.call classifies its own errors)
+            return _error(types, classify(exc))
         text = json.dumps(result, ensure_ascii=False)
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False})

@@ -24,7 +24,10 @@ _PLACEHOLDER = r"(?![\"']?(?:\$|<|\{|%|os\.environ|process\.env|env\(|getenv))"
 SECRET_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
-    ("openai_api_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    # random keys hold a digit and an upper-case letter; "sk-learn-compatible-..." does not
+    ("openai_api_key", re.compile(
+        r"\bsk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]{0,300}?[0-9])(?=[A-Za-z0-9_-]{0,300}?[A-Z])"
+        r"[A-Za-z0-9_-]{20,300}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
@@ -32,19 +35,32 @@ SECRET_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "aws_secret_access_key",
         re.compile(r"(?i)\baws_?secret_?(?:access_?)?key\b[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
     ),
-    ("private_key_block", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
-    ("jwt_token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("private_key_block", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"  # PEM, OpenSSH, PGP
+        r"|---- BEGIN SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"  # RFC 4716-style (ssh.com)
+        r"|\bPuTTY-User-Key-File-\d+: *[A-Za-z0-9@.-]+")),  # PuTTY .ppk
+    # possessive segments ("{8,}+": the class excludes ".", so backtracking could never help):
+    # linear time on a long run of "eyJ-eyJ-..." (quadratic without)
+    ("jwt_token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}")),
     (
+        # scheme://[user]:password@host; the user may be empty (redis://:pw@host), the
+        # password may hold "/" and "+" (base64); "host:5432/path@x" is a port, not a password
         "connection_string_credentials",
-        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,30}://[^\s:/@\"']+:[^\s@/\"']+@[^\s\"']+"),
+        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,30}://[^\s:/@\"']{0,256}:(?!\d+/)[^\s@\"']{1,256}@[^\s\"'@]+"),
     ),
     (
+        # KEY = value, the key optionally prefixed (DB_PASSWORD, JWT_SECRET). The bare word
+        # "secret" is also prose ("secret: rotate-quarterly-through-vault"), so its value
+        # must hold a digit, an upper-case letter or a symbol to count as a secret
         "secret_assignment",
         re.compile(
-            r"(?i)\b(?:password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?token"
-            r"|auth[_-]?token|bearer[_-]?token|private[_-]?key)\b[\"']?\s*[:=]\s*"
+            r"(?i)\b(?:[a-z0-9]+[_.-]){0,4}(?:"
+            r"(?:password|passwd|pwd|passphrase|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey"
+            r"|access[_-]?token|auth[_-]?token|bearer[_-]?token|private[_-]?key)\b[\"']?\s*[:=]\s*"
             + _PLACEHOLDER
-            + r"[\"']?[^\s\"',;]{8,}"
+            + r"|secret\b[\"']?\s*[:=]\s*" + _PLACEHOLDER
+            + r"(?=[\"']?[^\s\"',;]{0,256}?(?-i:[0-9A-Z!#%&*+/=?@^_~$]))"
+            r")[\"']?[^\s\"',;]{8,}"
         ),
     ),
 )

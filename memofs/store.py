@@ -570,7 +570,13 @@ class Store:
         rehydration embeds whatever is missing)."""
         text = _check_text(text)
         tags = normalize_tags(tags)
-        secrets.check(text, *tags)
+        supersedes, anchors = list(supersedes), list(anchors)
+        for what, values in (("supersedes", supersedes), ("anchor", anchors)):
+            if not all(isinstance(v, str) for v in values):
+                raise InvalidInputError(f"every {what} value must be a string")
+        if not isinstance(namespace, str):
+            raise InvalidInputError(f"namespace must be a string; got {type(namespace).__name__}")
+        secrets.check(text, *tags, *supersedes, *anchors, namespace)  # every field that is stored
         if kind not in MEMORY_KINDS:
             raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
         if confidence is not None:

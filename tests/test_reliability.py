@@ -346,3 +346,276 @@ def test_empty_or_short_cursor_key_is_refused(proj: Path, content: bytes, why: s
     key.unlink()
     assert cli(proj, "context", "-q", "tenant").exit_code == 0  # a new key is made
     assert len(bytes.fromhex(key.read_text())) == 32
+
+
+# ---------------------------------------------------------------------- 5. the secret gate
+# Fakes assembled at run time (this file holds no token-shaped string); (text, rule).
+SHOULD_BLOCK = [
+    ("redis://" + ":s3cr3tpassw0rd" + "@cache.internal:6379/0", "connection_string_credentials"),
+    ("postgres://" + "app:Zm9v/YmFy+cXV4" + "@db.internal:5432/app", "connection_string_credentials"),
+    ("mysql://" + "root:hunter2hunter2" + "@10.0.0.5:3306/db", "connection_string_credentials"),
+    ("mongodb+srv://" + "user:p%40ss:w0rd" + "@cluster0.mongodb.net/test", "connection_string_credentials"),
+    ("amqp://" + "guest:Gu3st!pw" + "@rabbit:5672/", "connection_string_credentials"),
+    ("clone https://" + "deploy:Tok3nValue" + "@git.example.com/repo.git", "connection_string_credentials"),
+    ("DATABASE_URL=postgresql://" + "svc:Pa55word" + "@db:5432/prod", "connection_string_credentials"),
+    ("DB_" + "PASSWORD=" + "Sup3rS3cretValue!", "secret_assignment"),
+    ("JWT_" + "SECRET=" + "f9a8b7c6d5e4f3a2b1c0", "secret_assignment"),
+    ("password" + " = " + "correcthorsebattery", "secret_assignment"),
+    ("config " + "password" + " = " + "correct-horse-battery", "secret_assignment"),
+    ('PASSWORD: "' + "Sup3r$ecret" + '"', "secret_assignment"),
+    ("export API_" + "KEY=" + "a8f5f167f44f4964e6c998dee827110c", "secret_assignment"),
+    ("client_" + "secret: " + "9f8e7d6c5b4a39281706", "secret_assignment"),
+    ('{"api-' + 'key": "' + "k3y-VALUE-123456" + '"}', "secret_assignment"),
+    ("MYSQL_ROOT_" + "PASSWORD=" + "rootpass123", "secret_assignment"),
+    ("auth_" + "token=" + "abc123def456ghi", "secret_assignment"),
+    ("secret" + " = " + "S3cr3tValue99", "secret_assignment"),
+    ("app.secret_" + "key = '" + "dev-Key-0123456789'", "secret_assignment"),
+    ("SESSION_" + "SECRET=" + "Xk9#mPq2$vL8", "secret_assignment"),
+    ("private_" + "key = " + '"MIIEvQIBADANBgkqhkiG"', "secret_assignment"),
+    ("passwd" + "=" + "Tr0ub4dor&3", "secret_assignment"),
+    ("pwd" + ": " + "zaq1@WSXcde3", "secret_assignment"),
+    ("db." + "password=" + "changeit123", "secret_assignment"),
+    ("---- BEGIN SSH2 " + "ENCRYPTED PRIVATE KEY ----\nComment: x\nP2/56wAAAgIAAAAmZGwt", "private_key_block"),
+    ("---- BEGIN SSH2 " + "PRIVATE KEY ----", "private_key_block"),
+    ("PuTTY-User-" + "Key-File-2: ssh-rsa\nEncryption: none", "private_key_block"),
+    ("PuTTY-User-" + "Key-File-3: ssh-ed25519", "private_key_block"),
+    ("-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA", "private_key_block"),
+    ("-----BEGIN " + "OPENSSH PRIVATE KEY-----", "private_key_block"),
+    ("-----BEGIN " + "PRIVATE KEY-----", "private_key_block"),
+    ("-----BEGIN " + "EC PRIVATE KEY-----", "private_key_block"),
+    ("-----BEGIN " + "ENCRYPTED PRIVATE KEY-----", "private_key_block"),
+    ("-----BEGIN " + "PGP PRIVATE KEY BLOCK-----", "private_key_block"),
+    ("deploy user key " + "AKIA" + "IOSFODNN7EXAMPLE", "aws_access_key_id"),
+    ("aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY", "aws_secret_access_key"),
+    ("ci token " + "ghp" + "_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "github_token"),
+    ("github" + "_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_token"),
+    ("model key " + "sk" + "-proj-" + "Xy12Ab34Cd56Ef78Gh90Ij12Kl34Mn56", "openai_api_key"),
+    ("sk" + "-" + "T3BlbkFJ" + "a1b2c3d4e5f6g7h8i9j0K1L2M3N4O5P6q7r8", "openai_api_key"),
+    ("maps " + "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "google_api_key"),
+    ("bot " + "xoxb" + "-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack_token"),
+    ("billing " + "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
+    ("restricted " + "rk" + "_test_" + "51HabcDEFghiJKLmnoPQ", "stripe_key"),
+    ("session " + "eyJ" + "hbGciOiJIUzI1NiJ9." + "eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "jwt_token"),
+]
+
+SHOULD_ALLOW = [
+    "sk-learn-compatible-estimator-interface",
+    "secret: rotate-quarterly-through-vault",
+    "secret: keep-it-in-the-vault",
+    "secret: rotate-quarterly",
+    "task-runner-sk-module-compatibility-layer",
+    "risk-averse-deployment-strategy-for-payments",
+    "Auth token validation failure handled with 401",
+    "Password policy requires 12 characters and a symbol",
+    "Connect to postgres://localhost:5432/app (no credentials in the URL)",
+    "redis://cache.internal:6379/0",
+    "http://localhost:3000/users/@me",
+    "The api_key is read from ${OPENAI_API_KEY} at start-up",
+    "password = os.environ['DB_PASSWORD']",
+    "api_key: ${API_KEY}",
+    "token: <paste-your-token>",
+    "password: {{ vault_db_password }}",
+    "Reset the password via the admin page",
+    "The secret sauce is caching",
+    "DB_PASSWORD is read from the environment",
+    "Set PASSWORD_MIN_LENGTH to 12",
+    "password=short",
+    "The JWT_SECRET lives in Vault",
+    "passwords: see the 1Password vault",
+    "See https://docs.python.org/3/library/re.html",
+    "email me at dev@example.com",
+    "ssh git@github.com:org/repo.git",
+    "-----BEGIN PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----",
+    "---- BEGIN SSH2 PUBLIC KEY ----",
+    "PuTTY is the terminal the ops team uses",
+    "AKIA is the prefix of AWS access key ids",
+    "use eyJ-prefixed base64 for JWT headers",
+    "Use D1 for tenant metadata (decision rationale: edge latency)",
+    "Never store secrets (keys, tokens, passwords)",
+]
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(SHOULD_BLOCK) + len(SHOULD_ALLOW) >= 60
+    assert len(SHOULD_BLOCK) >= 30 and len(SHOULD_ALLOW) >= 30
+
+
+@pytest.mark.parametrize("text,rule", SHOULD_BLOCK)
+def test_gate_blocks(text: str, rule: str) -> None:
+    from memofs import secrets
+
+    rules = [v.rule for v in secrets.scan(text)]
+    assert rule in rules, (text, rules)
+    with pytest.raises(secrets.WriteBlockedError):
+        secrets.check(text)
+    assert secrets.REDACTED in secrets.redact(text)
+
+
+@pytest.mark.parametrize("text", SHOULD_ALLOW)
+def test_gate_allows(text: str) -> None:
+    from memofs import secrets
+
+    assert secrets.scan(text) == []
+    assert secrets.redact(text) == text
+
+
+def test_gate_stays_fast_on_adversarial_runs() -> None:
+    import time
+
+    from memofs import secrets
+
+    for text in ("sk-" * 33_000, "postgres://" * 9_000, "secret:" * 14_000, "a-" * 50_000, "password:" * 11_000):
+        t0 = time.perf_counter()
+        secrets.scan(text)
+        assert time.perf_counter() - t0 < 3.0, text[:12]
+
+
+AKIA = "AKIA" + "IOSFODNN7EXAMPLE"
+CONN = "postgres://" + "app:Zm9v/YmFy+cXV4" + "@db.internal:5432/app"
+
+
+@pytest.mark.parametrize("field_args", [
+    ["--tag", AKIA],
+    ["--supersedes", CONN],
+    ["--supersedes", "mem_1", "--supersedes", "DB_" + "PASSWORD=" + "Sup3rS3cretValue!"],
+    ["--anchor", AKIA + ".txt"],
+])
+def test_every_stored_field_is_scanned(proj: Path, field_args: list[str]) -> None:
+    (proj / (AKIA + ".txt")).write_text("x\n")
+    before = (proj / ".memofs/memory/memories.jsonl").read_bytes()
+    line = one_error_line(cli(proj, "remember", "an ordinary memory", *field_args))
+    assert line.startswith("memofs: error: Write blocked: content matched 1 secret pattern(s)")
+    assert AKIA not in line and "Sup3r" not in line  # the message never echoes the secret
+    assert (proj / ".memofs/memory/memories.jsonl").read_bytes() == before
+
+
+# ---------------------------------------------------------------------- 4. inputs at the edges
+@pytest.mark.parametrize("value,read_only", [
+    ("1", True), ("true", True), ("TRUE", True), ("yes", True), (" Yes ", True), ("on", True),
+    ("", False), ("0", False), ("false", False), ("no", False), ("OFF", False),
+])
+def test_read_only_env_is_parsed_strictly(proj: Path, monkeypatch, value: str, read_only: bool) -> None:
+    import memofs.mcp_server
+
+    seen: dict = {}
+    monkeypatch.setattr(memofs.mcp_server, "serve", lambda store, **kw: seen.update(kw))
+    res = runner.invoke(app, ["--root", str(proj), "mcp"], env={**ENV, "MEMOFS_MCP_READ_ONLY": value})
+    assert res.exit_code == 0, res.output
+    assert seen["read_only"] is read_only
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "y", "enabled", "tru"])
+def test_unknown_read_only_value_refuses_to_start(proj: Path, value: str) -> None:
+    res = sh(proj, "mcp", env={"MEMOFS_MCP_READ_ONLY": value}, timeout=20)  # must not start serving stdio
+    line = one_error_line(res)
+    assert line == (f"memofs: error: MEMOFS_MCP_READ_ONLY={value!r} is not a boolean; "
+                    "use 1/true/yes/on or 0/false/no/off")
+
+
+def test_read_only_yes_refuses_remember_over_mcp(proj: Path) -> None:
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def call() -> object:
+        params = StdioServerParameters(command=MEMOFS, args=["--root", str(proj), "mcp"],
+                                       env={**ENV, "MEMOFS_MCP_READ_ONLY": "yes"})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await s.call_tool("memofs.remember", {"content": "should not be stored"})
+
+    res = anyio.run(call)
+    assert res.is_error and res.structured_content["error"]["code"] == "MCP_AUTHORIZATION_ERROR"
+    assert (proj / ".memofs/memory/memories.jsonl").read_bytes() == b""
+
+
+def test_budget_zero_is_an_error_not_the_default(proj: Path) -> None:
+    rec = _expandable(proj)
+    for args in (["context", "-q", "tenant", "--budget", "0"], ["context", "--expand", rec["cursor"], "--budget", "0"]):
+        line = one_error_line(cli(proj, *args))
+        assert "budget must be an integer in [1024," in line and "got 0" in line
+
+
+def test_non_utf8_argv_and_stdin_get_a_clear_message(proj: Path) -> None:
+    res = sh(proj, argv=[MEMOFS.encode(), b"--root", str(proj).encode(), b"remember", b"caf\xe9 au lait"])
+    line = one_error_line(res)
+    assert line == "memofs: error: argument 4 ('caf\ufffd au lait') is not valid UTF-8"  # U+FFFD shown
+    line = one_error_line(sh(proj, "remember", "-", stdin=b"caf\xe9 au lait\n"))
+    assert line == "memofs: error: stdin is not valid UTF-8 (byte 3)"
+    assert (proj / ".memofs/memory/memories.jsonl").read_bytes() == b""
+
+
+def test_text_starting_with_dashes_is_text_after_double_dash(proj: Path) -> None:
+    res = cli(proj, "remember", "--json", "--", "-----BEGIN the release checklist with five steps")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["text"] == "-----BEGIN the release checklist with five steps"
+    key = "-----BEGIN " + "OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+    line = one_error_line(cli(proj, "remember", "--", key))
+    assert "Write blocked" in line and "private_key_block" in line
+    out = json.loads(cli(proj, "recall", "-q", "release checklist", "--json").stdout)
+    assert [r["text"] for r in out["results"]] == ["-----BEGIN the release checklist with five steps"]
+
+
+# ---------------------------------------------------------------------- 6. the error boundaries
+@pytest.mark.parametrize("exc", [KeyError("boom"), ValueError("numpy says no"), AttributeError("x has no y")])
+def test_a_bug_of_ours_is_an_internal_error_exit_3(proj: Path, monkeypatch, exc: Exception) -> None:
+    from memofs.store import Store
+
+    def broken(self):
+        raise exc
+
+    monkeypatch.setattr(Store, "load", broken)
+    res = cli(proj, "recall", "-q", "anything")
+    line = one_error_line(res, code=3, prefix="memofs: internal error: ")
+    assert line == f"memofs: internal error: {type(exc).__name__}: {exc} (run memofs doctor)"
+    doc = cli(proj, "doctor", "--json")  # doctor keeps going and lists it
+    assert doc.exit_code == 1
+    assert f"internal error: {type(exc).__name__}: {exc}" in json.loads(doc.stdout)["problems"]
+
+
+def test_user_errors_stay_exit_1(proj: Path) -> None:
+    for args in (["remember", " "], ["remember", "x", "--tag", "bad tag"], ["recall", "-q", " "],
+                 ["context", "--expand", "bogus"]):
+        one_error_line(cli(proj, *args))
+
+
+def _tools(root: Path, live=None):
+    from datetime import datetime, timezone
+
+    from memofs.cursor import ContextCache
+    from memofs.mcp_server import MemofsTools
+    from memofs.store import LiveStore, Store
+
+    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    store = Store.open(root, clock=lambda: now)
+    return MemofsTools(live or LiveStore(store), ContextCache(clock=lambda: 0.0), lambda: now)
+
+
+def test_mcp_blames_the_caller_only_for_what_the_caller_sent(proj: Path) -> None:
+    from memofs.mcp_server import ToolError
+
+    class BrokenModel:
+        store = None
+
+        def state(self):
+            raise ValueError("bad model file: weights shape (3,) != (384,)")
+
+    with pytest.raises(ToolError) as info:
+        _tools(proj, BrokenModel()).call("memofs.recall", {"query": "x"})
+    assert (info.value.code, info.value.status) == ("MEMOFS_INTERNAL_ERROR", 500)
+    assert str(info.value) == "internal error: ValueError: bad model file: weights shape (3,) != (384,) (run memofs doctor)"
+
+    tools = _tools(proj)
+    for args, code in (({"content": "ok", "tags": ["bad tag"]}, "MCP_VALIDATION_ERROR"),
+                       ({"content": "lone \ud800 surrogate"}, "MCP_VALIDATION_ERROR"),
+                       ({"content": "x", "anchors": [".memofs/config.json"]}, "MCP_VALIDATION_ERROR"),
+                       ({"content": "x", "supersedes": [CONN]}, "MEMOFS_WRITE_BLOCKED")):
+        with pytest.raises(ToolError) as info:
+            tools.call("memofs.remember", args)
+        assert info.value.code == code, (args, info.value)
+    (proj / ".memofs/memory/memories.jsonl").write_bytes(_row(created_at=5) + b"\n")
+    with pytest.raises(ToolError) as info:
+        tools.call("memofs.recall", {"query": "x"})
+    assert (info.value.code, info.value.status) == ("MEMOFS_STORE_ERROR", 500)
+    assert "memories.jsonl:1: field 'created_at'" in str(info.value)
