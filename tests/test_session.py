@@ -108,14 +108,26 @@ def test_kill_9_cli_writer_then_store_is_healthy(tmp_path: Path) -> None:
     sh(tmp_path, "init")
     big = tmp_path / "big.txt"
     big.write_text("crash test " + "\U0001F600" * 90_000)  # ~360 KB lines, read from stdin
-    script = 'while true; do "$0" --root "$1" remember - --kind note < "$2" >/dev/null || exit 1; done'
+    # each `remember` prints "Remembered <id> (note)" only after its write is durable
+    script = 'while true; do "$0" --root "$1" remember - --kind note < "$2" || exit 1; done'
     proc = subprocess.Popen(["bash", "-c", script, MEMOFS, str(tmp_path), str(big)], env={**os.environ, **LEXICAL},
-                            start_new_session=True)
-    time.sleep(3.0)
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    acked: list[str] = []
+    deadline = time.monotonic() + 120
+    while len(acked) < 2 and time.monotonic() < deadline:  # kill only after acknowledged writes
+        line = proc.stdout.readline()
+        if line.startswith("Remembered "):
+            acked.append(line.split()[1])
+    time.sleep(0.3)  # into the next write
     os.killpg(proc.pid, signal.SIGKILL)  # the loop and the memofs process in flight
     proc.wait(timeout=30)
+    acked += [ln.split()[1] for ln in proc.stdout.read().splitlines() if ln.startswith("Remembered ")]
+    proc.stdout.close()
+    assert len(acked) >= 2, "nothing was acknowledged before the kill: the test tested nothing"
     doc = js(tmp_path, "doctor")
-    assert doc["healthy"] and doc["memories"] >= 1
+    assert doc["healthy"] and len(acked) <= doc["memories"] <= len(acked) + 1
+    stored = {json.loads(x)["id"] for x in (tmp_path / ".memofs/memory/memories.jsonl").read_text().splitlines() if x.strip()}
+    assert set(acked) <= stored, f"{len(set(acked) - stored)} acknowledged writes lost"
     sh(tmp_path, "remember", "after the crash", "--kind", "note")
     assert js(tmp_path, "recall", "--query", "after the crash", "-k", "1")["results"][0]["text"] == "after the crash"
     assert js(tmp_path, "doctor")["warnings"] == []

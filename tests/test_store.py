@@ -270,36 +270,50 @@ def test_two_concurrent_writer_processes_lose_nothing(store: Store) -> None:
     assert len(events) == 100 and warnings == []
 
 
-@pytest.mark.parametrize("delay", [0.6, 1.0, 1.4])
-def test_kill_9_mid_writes_leaves_store_readable(store: Store, delay: float) -> None:
-    # large records make a kill inside a write likely; either way at most the write in
-    # flight may be lost and the store must load
-    proc = _writer(store.root, "k", 10_000, pad=60_000)
-    acked: list[str] = []
-    deadline = time.monotonic() + delay
-    os.set_blocking(proc.stdout.fileno(), False)
-    while time.monotonic() < deadline:
+def _read_acks(proc: subprocess.Popen, acked: list[str], *, until_count: int | None = None,
+               seconds: float = 0.0, deadline_s: float = 60.0) -> None:
+    """Collect the ids the writer printed (each one after its write returned), until
+    ``until_count`` ids arrived (or ``deadline_s``), or for ``seconds``."""
+    end = time.monotonic() + (deadline_s if until_count is not None else seconds)
+    while time.monotonic() < end and (until_count is None or len(acked) < until_count):
         line = proc.stdout.readline()
         if line:
             acked.append(line.strip())
         else:
-            time.sleep(0.005)
+            time.sleep(0.002)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.03, 0.15])
+def test_kill_9_mid_writes_leaves_store_readable(store: Store, delay: float) -> None:
+    # large records make a kill inside a write likely; at most the write in flight may be
+    # lost, every acknowledged one must be there, and the store must load
+    proc = _writer(store.root, "k", 10_000, pad=60_000)
+    acked: list[str] = []
+    os.set_blocking(proc.stdout.fileno(), False)
+    _read_acks(proc, acked, until_count=3)  # the kill lands after real, acknowledged writes
+    _read_acks(proc, acked, seconds=delay)  # ... at a varying point of the next one
+    acked_before_kill = len(acked)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     os.set_blocking(proc.stdout.fileno(), True)
-    acked += [x for x in proc.stdout.read().split() if x]
+    acked += [x for x in proc.stdout.read().split() if x]  # printed before the kill, read late
     proc.stdout.close()
     proc.stderr.close()
+    assert acked_before_kill >= 3, "the writer acknowledged nothing before the kill: the test tested nothing"
+    assert len(set(acked)) == len(acked)
     report = store.load()  # readable, whatever the kill left
     loaded = [m.id for m in report.memories]
-    assert set(acked) <= set(loaded)
-    assert len(loaded) <= len(acked) + 1
+    assert set(acked) <= set(loaded), f"{len(set(acked) - set(loaded))} acknowledged writes lost"
+    assert len(acked) <= len(loaded) <= len(acked) + 1  # + at most the write in flight
     assert all(m.text.startswith("writer k memory") for m in report.memories)
+    events, _ = read_jsonl(store.paths.events)
+    assert {e["metadata"]["id"] for _, e in events} >= set(acked)  # each acknowledged write has its event
     # the next writer repairs any torn tail and nothing is lost afterwards
     m = store.remember("after the crash")
     after = store.load()
     assert after.warnings == [] and after.memories[-1].id == m.id
     assert len(after.memories) == len(loaded) + 1
+    assert set(acked) <= {x.id for x in after.memories}
 
 
 FSIZE_WRITER = """
