@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from memofs.records import Anchor, InvalidInputError
+from memofs.safe_json import NotRegularFileError, open_regular, require_regular
 
 
 class AnchorPathError(InvalidInputError):
     """An anchor path that escapes the project root (``..``, absolute, or a symlink out)."""
-
-
-class NotRegularFileError(OSError):
-    """An anchored path that is not a regular file (FIFO, directory, device, socket)."""
 
 
 def confine(root: Path, rel: str) -> Path:
@@ -51,34 +47,14 @@ def confine(root: Path, rel: str) -> Path:
     return full
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
-def _require_regular(path: Path, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegularFileError(f"{path} is {_kind(st.st_mode)}, not a regular file")
-
-
 def hash_regular(path: Path) -> tuple[str, os.stat_result]:
-    """SHA-256 of the regular file ``path`` and its ``fstat``; never blocks on a FIFO.
+    """SHA-256 of the regular file ``path`` and its ``fstat``; never blocks on a FIFO
+    (:func:`memofs.safe_json.open_regular`, symlinks not followed: ``path`` is resolved).
 
-    Raises :class:`NotRegularFileError` for anything but a regular file (checked before
-    opening and again on the open descriptor), ``FileNotFoundError`` when it is gone."""
-    _require_regular(path, os.stat(path))  # a device is not even opened
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags)
+    Raises :class:`NotRegularFileError` for anything but a regular file, ``FileNotFoundError``
+    when it is gone."""
+    fd, st = open_regular(path, follow_symlinks=False)
     try:
-        st = os.fstat(fd)
-        _require_regular(path, st)
         h = hashlib.sha256()
         with os.fdopen(fd, "rb", closefd=False) as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
@@ -127,7 +103,7 @@ class AnchorChecker:
         full = confine(self.root, rel)
         try:
             st = os.stat(full)
-            _require_regular(full, st)
+            require_regular(full, st)
             digest = self._cache.get((str(full), st.st_mtime_ns, st.st_size))
             if digest is None:
                 digest, st = hash_regular(full)

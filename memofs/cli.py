@@ -7,7 +7,8 @@ Human output by default, ``--json`` for machines. Exit codes (memofs/STORE.md):
   on stderr (``doctor`` also exits 1 when it finds problems);
 * 2: a usage error (unknown option, missing argument; click's message);
 * 3: an internal error of memofs itself, one line
-  ``memofs: internal error: <type>: <message> (run memofs doctor)``; never a traceback.
+  ``memofs: internal error: <type>: <message> (run memofs doctor)``; never a traceback;
+* 130: interrupted (Ctrl-C), ``memofs: interrupted``.
  ``--root``
 (default: the current directory) selects the project. ``MEMOFS_EMBEDDER=none`` gives
 lexical-only recall; otherwise the zero-key tiers of :mod:`memofs.embedders.select`.
@@ -62,6 +63,7 @@ class Ctx:
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -104,6 +106,9 @@ def _guard(fn: Any) -> Any:
         return fn()
     except typer.Exit:
         raise
+    except KeyboardInterrupt:
+        typer.echo("memofs: interrupted", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:
         if isinstance(exc, _user_errors()):
             _fail(_one_line(exc))

@@ -300,7 +300,7 @@ def _read_key(key_path: Path) -> bytes:
     """The store's cursor secret; an empty, short or non-hex key file is refused."""
     fix = "delete it to issue new cursors"
     try:
-        secret = bytes.fromhex(key_path.read_bytes().decode("ascii").strip())
+        secret = bytes.fromhex(safe_json.read_bytes(key_path).decode("ascii").strip())
     except (UnicodeDecodeError, ValueError):
         raise CursorError(f"{key_path}: not a hex key; {fix}") from None
     except OSError as exc:

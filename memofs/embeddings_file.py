@@ -137,10 +137,10 @@ class EmbeddingsFile:
         """(line number, raw line, parsed dict) for every valid line, streamed in file order
         with one line of look-ahead (only the last line may be a crash leftover)."""
         try:
-            fh = self.path.open("rb")
+            fd, _ = safe_json.open_regular(self.path)  # a FIFO is refused, never read
         except FileNotFoundError:
             return
-        with fh:
+        with os.fdopen(fd, "rb") as fh:
             pending: tuple[int, bytes] | None = None
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.strip():

@@ -490,7 +490,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Path, int, object]]:
     """Yield ``(path, line number, parsed object)``; blank lines are skipped."""
     if not path.exists():
         return
-    for lineno, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+    for lineno, line in enumerate(safe_json.read_bytes(path).split(b"\n"), start=1):
         if line.strip():  # safe_json: UTF-8 and depth checked, errors name file and line
             yield path, lineno, safe_json.parse(line, f"{path}:{lineno}")
 

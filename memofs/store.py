@@ -45,7 +45,7 @@ from typing import Any
 from filelock import FileLock
 
 from memofs import safe_json, secrets
-from memofs.anchors import AnchorPathError, NotRegularFileError, confine, hash_regular
+from memofs.anchors import AnchorPathError, confine, hash_regular
 from memofs.config import RecallConfig
 from memofs.extract import RuleBasedExtractor
 from memofs.graph import EntityGraph
@@ -225,7 +225,7 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
     mid-write) is skipped with a warning; a malformed line elsewhere raises
     :class:`StoreError` naming the file and line. Blank lines are skipped."""
     try:
-        data = path.read_bytes()
+        data = safe_json.read_bytes(path)
     except FileNotFoundError:
         return [], []
     lines = data.split(b"\n")
@@ -544,7 +544,7 @@ class Store:
             digest, _ = hash_regular(full)
         except (FileNotFoundError, NotADirectoryError):
             raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
-        except NotRegularFileError:
+        except safe_json.NotRegularFileError:
             raise AnchorPathError(f"anchor path is not a regular file: {rel!r}") from None
         except OSError as exc:
             raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {rel!r}") from None
@@ -599,11 +599,14 @@ class Store:
         if not p.dir.is_dir():
             raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
         with self.lock():
+            for f in (p.memories, p.events):  # a FIFO here would block the append forever
+                if f.exists():
+                    safe_json.require_regular(f, f.stat())
             repair_tail(p.memories, p.tmp)
             repair_tail(p.events, p.tmp)
             # ids are looked up as raw bytes (lines are written compactly by append_line):
             # no JSON parsing of the whole file on every write
-            existing = p.memories.read_bytes() if p.memories.exists() else b""
+            existing = safe_json.read_bytes(p.memories) if p.memories.exists() else b""
             mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
             salt = 0
             while f'"id":"{mem_id}"'.encode() in existing:  # same text, same instant: still a new memory

@@ -125,6 +125,41 @@ def test_unreadable_anchor_is_a_stale_reason(proj: Path) -> None:
         (proj / "a.py").chmod(0o644)
 
 
+STORE_PATHS = ["memory/memories.jsonl", "events/memory-events.jsonl", "graph/nodes.jsonl", "indexes/embeddings.jsonl",
+               "config.json", "manifest.json", "memory/core.md", "tmp/context-cache.json", "tmp/cursor.key"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+@pytest.mark.parametrize("rel", STORE_PATHS)
+@pytest.mark.parametrize("special", ["fifo", "dir"])
+def test_special_file_where_a_store_file_should_be_never_hangs(proj: Path, rel: str, special: str) -> None:
+    for i in range(3):
+        remember(proj, f"epsilon memory {i} about the tenant database")
+    path = proj / ".memofs" / rel
+    path.unlink(missing_ok=True)
+    os.mkfifo(path) if special == "fifo" else path.mkdir()
+    kind = "a FIFO" if special == "fifo" else "a directory"
+    for args in (["recall", "-q", "tenant"], ["context", "-q", "tenant", "--budget", "1024"], ["remember", "one more"]):
+        res = sh(proj, *args, timeout=30)  # a blocking read would be killed here and fail the test
+        err = res.stderr.decode()
+        assert res.returncode in (0, 1) and "Traceback" not in err, (args, res.returncode, err)
+        if res.returncode == 1:
+            assert err.startswith("memofs: error: ") and len(err.strip().splitlines()) == 1, err
+            assert str(path) in err, err
+    st = sh(proj, "status", "--json")
+    if rel.startswith("tmp/"):  # the cache and its key are not store health
+        assert st.returncode == 0
+    else:
+        assert st.returncode == 1
+        problems = json.loads(st.stdout)["problems"]
+        assert any(str(path) in p and (kind in p or "Is a directory" in p) for p in problems), problems
+    if rel == "memory/memories.jsonl":
+        return
+    # whatever was acknowledged before is still there (the memories file itself is intact)
+    rows = (proj / ".memofs/memory/memories.jsonl").read_text().splitlines()
+    assert sum("epsilon memory" in r for r in rows) == 3
+
+
 # ---------------------------------------------------------------------- 2. corrupt store files
 GOOD = {"id": "mem_good", "text": "a good memory", "kind": "note", "created_at": "2026-01-10T12:00:00Z",
         "confidence": None, "tags": [], "namespace": "default", "anchors": [], "supersedes": []}
