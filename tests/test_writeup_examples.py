@@ -3,7 +3,7 @@
 Each case is a store written the way ``memofs remember`` writes it (graph extraction
 included) and read back the way ``memofs recall`` reads it (:func:`memofs.store.rehydrate`),
 with the reference configuration (the spec's defaults) and an injected "now". The expected
-outcome of every case comes from the write-up (/work/shared/spec/memofs-hybrid-recall.md),
+outcome of every case comes from the write-up (`../shared/spec/memofs-hybrid-recall.md`),
 never from this code's output. ``LIMITS`` lists the (case, embedder) pairs known to fail;
 they are strict expected failures, so a fix or a regression in either direction shows up.
 
