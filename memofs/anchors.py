@@ -31,6 +31,8 @@ class AnchorPathError(InvalidInputError):
 
 def confine(root: Path, rel: str) -> Path:
     """``root / rel`` resolved, refusing anything outside ``root`` or inside the store."""
+    if not isinstance(rel, str) or "\x00" in rel:
+        raise AnchorPathError(f"anchor path must be a string without NUL bytes: {rel!r}")
     if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
         raise AnchorPathError(f"anchor path must be relative to the project root: {rel!r}")
     if ".." in Path(rel).parts:
