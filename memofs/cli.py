@@ -341,7 +341,8 @@ def context(
 
 def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     """Store health facts and problems (``status`` and ``doctor``). Every check runs even
-    when an earlier one fails: each failure is one line in ``problems``."""
+    when an earlier one fails: each failure is one line in ``problems``. ``doctor``
+    (``load_embedder``) also checks the derived data a crash can leave incomplete."""
     from memofs.anchors import AnchorChecker
     from memofs.embeddings_file import EmbeddingsFile, text_sha256
     from memofs.embedders.select import DISABLED
@@ -415,6 +416,16 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
         warnings.extend(f"{p.embeddings}:{s.line}: {s.reason}" for s in skipped)
 
     check(embeddings)
+    fix = "run `memofs doctor --fix` to rebuild it from memories.jsonl"
+    for f in check(store.orphan_temp_files, []):
+        problems.append(f"orphan temp file {p.rel(f)} ({f.stat().st_size} bytes; a writer died before its rename); "
+                        "run `memofs doctor --fix` to remove it")
+    if load_embedder and report is not None:
+        no_event, no_facts = check(lambda: store.missing_derived(memories), ([], []))
+        if no_event:
+            problems.append(f"{len(no_event)} memories have no memory.created event (first: {no_event[0].id}); {fix}")
+        if no_facts:
+            problems.append(f"{len(no_facts)} memories have graph facts missing (first: {no_facts[0].id}); {fix}")
     info["warnings"] = warnings
     info["problems"] = problems
     info["healthy"] = not problems
@@ -461,15 +472,22 @@ def status(
     _guard(run)
 
 
-@app.command(epilog="Example:  memofs doctor || echo 'store needs attention'")
+@app.command(epilog="Examples:\n\n  memofs doctor || echo 'store needs attention'\n\n  memofs doctor --fix")
 def doctor(
     ctx: typer.Context,
+    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl and remove orphan temp files."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Like status, but loads the embedder to verify the tier; exits 1 when unhealthy."""
+    """Like status, but loads the embedder to verify the tier and checks derived data
+    (events, graph facts, orphan temp files); exits 1 when unhealthy."""
 
     def run() -> None:
+        fixed = _store(ctx).repair() if fix else []
         info = _health(ctx, load_embedder=True)
+        info["fixed"] = fixed
+        if not as_json:
+            for line in fixed:
+                typer.echo(f"fixed: {line}")
         _emit(info) if as_json else _print_health(info)
         if not info["healthy"]:
             raise typer.Exit(EXIT_ERROR)

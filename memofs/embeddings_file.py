@@ -197,6 +197,7 @@ class EmbeddingsFile:
                     fh.write("\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; store files are ordinary project files
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

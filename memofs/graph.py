@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -496,24 +495,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Path, int, object]]:
 
 
 def _atomic_write_jsonl(path: Path, rows: list[dict]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    # fsync the directory so the rename itself survives a crash (POSIX only)
-    if hasattr(os, "O_DIRECTORY"):
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    """Temp file + fsync + rename + directory fsync, mode 0644 like every store file."""
+    from memofs.store import atomic_write_text  # late: the store imports this module
+
+    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

@@ -615,19 +615,8 @@ class Store:
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup)
             append_line(p.memories, memory_to_json(memory))
-            summary = text[:SUMMARY_CHARS]
-            source = p.rel(p.memories)
-            event = {
-                "id": "evt_" + fnv1a32(f"memory.created:{stamp}:{source}:{summary}"),
-                "type": "memory.created",
-                "timestamp": stamp,
-                "sourcePath": source,
-                "actor": {"type": "user", "id": actor} if actor else {"type": "agent", "id": "memofs"},
-                "summary": summary,
-                "metadata": {"id": mem_id, "kind": kind, "tags": list(tags)},
-            }
-            append_line(p.events, event)
-            self._extract_graph(text)
+            append_line(p.events, self._created_event(memory, actor))
+            self._extract_graph([text])
         if vector is not None:
             from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
@@ -639,18 +628,83 @@ class Store:
                 log.warning("could not store the vector of %s (%s); it will be re-embedded on load", mem_id, exc)
         return memory
 
-    def _extract_graph(self, text: str) -> None:
-        """Rule-based facts of ``text`` merged into the graph files (caller holds the lock)."""
-        nodes, edges = RuleBasedExtractor().extract(text[:250_000])
-        if not nodes:
+    def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
+        """The ``memory.created`` event of ``memory`` (its id is derived, so a rebuilt
+        event equals the one the write would have appended)."""
+        stamp = iso(memory.created_at) if memory.created_at else ""
+        summary = memory.text[:SUMMARY_CHARS]
+        source = self.paths.rel(self.paths.memories)
+        return {
+            "id": "evt_" + fnv1a32(f"memory.created:{stamp}:{source}:{summary}"),
+            "type": "memory.created",
+            "timestamp": stamp,
+            "sourcePath": source,
+            "actor": {"type": "user", "id": actor} if actor else {"type": "agent", "id": "memofs"},
+            "summary": summary,
+            "metadata": {"id": memory.id, "kind": memory.kind, "tags": list(memory.tags)},
+        }
+
+    @staticmethod
+    def _facts(text: str) -> tuple[list[Any], list[Any]]:
+        return RuleBasedExtractor().extract(text[:250_000])
+
+    def _extract_graph(self, texts: Iterable[str]) -> None:
+        """Rule-based facts of ``texts`` merged into the graph files (caller holds the lock)."""
+        facts = [self._facts(t) for t in texts]
+        if not any(nodes for nodes, _ in facts):
             return
         graph = self.load_graph()
-        for node in nodes:
-            if node.id not in graph:  # a node keeps the first label seen
-                graph.upsert_node(node)
-        for edge in edges:
-            graph.upsert_edge(edge)
+        for nodes, edges in facts:
+            for node in nodes:
+                if node.id not in graph:  # a node keeps the first label seen
+                    graph.upsert_node(node)
+            for edge in edges:
+                graph.upsert_edge(edge)
         graph.save(self.paths.graph)
+
+    # -- derived data ----------------------------------------------------------------
+    def orphan_temp_files(self) -> list[Path]:
+        """Temp files of rewrites that never finished (a writer killed before its rename)."""
+        p = self.paths
+        found = []
+        for d in (p.dir, p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp):
+            if d.is_dir():
+                found += [f for f in d.iterdir() if f.is_file() and f.name.startswith(".")
+                          and (f.name.endswith(".tmp") or f.name.startswith(".embeddings-tmp-"))]
+        return sorted(found)
+
+    def missing_derived(self, memories: Sequence[Memory]) -> tuple[list[Memory], list[Memory]]:
+        """``(memories without their memory.created event, memories whose graph facts are
+        missing)``: what a crash between the memory append and the event/graph writes leaves."""
+        rows, _ = read_jsonl(self.paths.events)
+        logged = {obj.get("metadata", {}).get("id") for _, obj in rows
+                  if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
+        graph = self.load_graph()
+        no_event = [m for m in memories if m.id not in logged]
+        no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])]
+        return no_event, no_facts
+
+    def repair(self) -> list[str]:
+        """Rebuild derived data from the durable record (memories.jsonl), under the lock:
+        remove orphan temp files, append missing ``memory.created`` events, merge missing
+        graph facts. Returns what was done, one line each."""
+        done: list[str] = []
+        with self.lock():
+            for f in self.orphan_temp_files():
+                size = f.stat().st_size
+                f.unlink()
+                done.append(f"removed orphan temp file {self.paths.rel(f)} ({size} bytes)")
+            memories = self.load().memories
+            no_event, no_facts = self.missing_derived(memories)
+            if no_event:
+                repair_tail(self.paths.events, self.paths.tmp)
+                for m in no_event:
+                    append_line(self.paths.events, self._created_event(m))
+                done.append(f"appended {len(no_event)} missing memory.created event(s)")
+            if no_facts:
+                self._extract_graph(m.text for m in no_facts)
+                done.append(f"re-extracted graph facts of {len(no_facts)} memory(ies)")
+        return done
 
     def write_core(self, text: str) -> None:
         """Replace core.md (secret-gated, LF line endings, atomic)."""

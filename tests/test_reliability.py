@@ -654,3 +654,52 @@ def test_mcp_blames_the_caller_only_for_what_the_caller_sent(proj: Path) -> None
         tools.call("memofs.recall", {"query": "x"})
     assert (info.value.code, info.value.status) == ("MEMOFS_STORE_ERROR", 500)
     assert "memories.jsonl:1: field 'created_at'" in str(info.value)
+
+
+# ---------------------------------------------------------------------- derived data after a crash
+def test_doctor_finds_and_fix_rebuilds_what_a_crash_left_out(proj: Path) -> None:
+    ids = [remember(proj, "We use Postgres with PgBouncer for pooling"), remember(proj, "The API depends on Redis")]
+    d = proj / ".memofs"
+    healthy_events = (d / "events/memory-events.jsonl").read_text()
+    healthy_graph = {n: (d / "graph" / n).read_text() for n in ("nodes.jsonl", "edges.jsonl")}
+    assert json.loads(cli(proj, "doctor", "--json").stdout)["healthy"]
+    # what kill -9 between the memory append and the event/graph writes leaves
+    lines = healthy_events.splitlines(keepends=True)
+    (d / "events/memory-events.jsonl").write_text(lines[0])
+    (d / "graph/nodes.jsonl").write_text("")
+    (d / "graph/edges.jsonl").write_text("")
+    (d / "graph/.nodes.jsonl.x1y2.tmp").write_text("half a rewrite")
+    (d / "indexes/.embeddings-tmp-abc").write_text("half a rewrite")
+    res = cli(proj, "doctor", "--json")
+    assert res.exit_code == 1
+    problems = json.loads(res.stdout)["problems"]
+    assert f"1 memories have no memory.created event (first: {ids[1]}); run `memofs doctor --fix` to rebuild it from memories.jsonl" in problems
+    assert any(p.startswith(f"2 memories have graph facts missing (first: {ids[0]})") for p in problems)
+    assert sum(p.startswith("orphan temp file ") for p in problems) == 2
+    assert cli(proj, "status").exit_code == 1  # status sees the temp files too (cheap check)
+    fixed = cli(proj, "doctor", "--fix", "--json")
+    assert fixed.exit_code == 0, fixed.output
+    out = json.loads(fixed.stdout)
+    assert out["healthy"] and out["fixed"] == [
+        "removed orphan temp file .memofs/graph/.nodes.jsonl.x1y2.tmp (14 bytes)",
+        "removed orphan temp file .memofs/indexes/.embeddings-tmp-abc (14 bytes)",
+        "appended 1 missing memory.created event(s)",
+        "re-extracted graph facts of 2 memory(ies)"]
+    # rebuilt exactly as the writes would have made them
+    assert (d / "events/memory-events.jsonl").read_text() == healthy_events
+    assert {n: (d / "graph" / n).read_text() for n in healthy_graph} == healthy_graph
+    assert json.loads(cli(proj, "doctor", "--fix", "--json").stdout)["fixed"] == []  # idempotent
+
+
+def test_store_files_are_all_mode_0644(proj: Path) -> None:
+    remember(proj, "We use Postgres with PgBouncer for pooling")
+    from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
+
+    import numpy as np
+
+    EmbeddingsFile(proj / ".memofs/indexes/embeddings.jsonl").upsert(
+        [EmbeddingRecord(id="m", vector=np.ones(3, dtype=np.float32), embedder="e", text_sha256="0" * 64)])
+    modes = {p.relative_to(proj).as_posix(): stat.S_IMODE(p.stat().st_mode)
+             for p in (proj / ".memofs").rglob("*") if p.is_file() and p.name not in ("cursor.key", ".lock")}
+    assert (proj / ".memofs/graph/nodes.jsonl").stat().st_size > 0  # the graph was rewritten
+    assert {k: v for k, v in modes.items() if v != 0o644} == {}
