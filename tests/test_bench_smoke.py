@@ -1,5 +1,7 @@
 """Benchmarks run end to end at tiny sizes (timings are not asserted)."""
 
+from memofs_eval.provenance import code_hash, recorded
+
 
 def test_vector_bench_quick(tmp_path):
     """The vector benchmark runs end to end at smoke sizes and writes its table."""
@@ -7,7 +9,8 @@ def test_vector_bench_quick(tmp_path):
 
     out = tmp_path / "bench-vector.md"
     table = main(["--quick", "--out", str(out)])
-    assert out.read_text(encoding="utf-8") == table
+    written = out.read_text(encoding="utf-8")
+    assert written.startswith(table) and recorded(written)["code_hash"] == code_hash()
     for heading in ("Encode throughput", "Top-10 search latency", "Rehydration"):
         assert heading in table
     assert "MiniLM" in table and "LSA" in table and "| 1,000 |" in table

@@ -352,7 +352,9 @@ def test_tiny_end_to_end(tmp_path):
     path = model.save(tmp_path / "tiny.json")
     lcfg = RecallConfig(fusion="learned", learned_model=str(path))
     q = next(q for q in ds.queries if q.split == "heldout" and q.id in frames)
-    rec = Recaller(lcfg)
+    from memofs.graph import EntityGraph
+
+    rec = Recaller(lcfg, graph=EntityGraph(*ds.graph_for(q.scope)))  # the harness's frames see the graph too
     rec.add(ds.corpus_for(q))
     got = rec.recall(q.text, task_type=q.task_type, now=ds.now_for(q), explain=True)
     f = rec.signals(q.text, task_type=q.task_type, now=ds.now_for(q))
