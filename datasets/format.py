@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memofs.records import GRAPH_STATUSES, MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
+from memofs.files.records import GRAPH_STATUSES, MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
 
 TASK_TYPES: tuple[str, ...] = ("coding", "debug", "refactor", "docs", "general")
 QUERY_CATEGORIES: tuple[str, ...] = (

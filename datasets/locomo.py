@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memofs.records import Memory
+from memofs.files.records import Memory
 
 from .format import Dataset, DatasetError, Query, read_json
 

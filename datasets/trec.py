@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memofs.records import Memory
+from memofs.files.records import Memory
 
 from .beir import NO_TIME_AS_OF, assemble, doc_memory, field_str, read_jsonl
 from .format import Dataset, DatasetError, Query

@@ -1,6 +1,6 @@
 """Which signal put each hit in the top K: an additive split of the fused score.
 
-With the names of :func:`memofs.fusion.fuse` (``keep = 1 - rerank_blend``, ``c01`` = clamp
+With the names of :func:`memofs.ranking.fusion.fuse` (``keep = 1 - rerank_blend``, ``c01`` = clamp
 to [0, 1], non-finite -> 0), the pre-rounding final score of a candidate is exactly
 
     vector     = w_relevance * keep * w_vec * c01(cosine)
@@ -31,10 +31,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from memofs.config import RecallConfig
-from memofs.fusion import Fused, fuse
-from memofs.saturation import clamp01
-from memofs.signals import SignalFrame
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.ranking.pools import Fused
+from memofs.ranking.saturation import clamp01
+from memofs.signals.frame import SignalFrame
 
 SIGNALS: tuple[str, ...] = ("vector", "bm25", "fuzzy", "rerank", "recency", "confidence")
 TERMS: tuple[str, ...] = SIGNALS + ("penalty",)

@@ -2,7 +2,7 @@
 ranx's fusion methods over exactly those two runs.
 
 * BM25: ``bm25s`` with ``method="lucene"`` and the pipeline's k1/b, over the pipeline's
-  own tokens (``memofs.tokenize.tokenize``), one index per scope corpus; docs scoring 0
+  own tokens (``memofs.text.tokenize.tokenize``), one index per scope corpus; docs scoring 0
   are not retrieved.
 * dense: cos(q, d) = q . d over unit vectors from the embedding cache (same vectors as
   the pipeline), top ``k``.
@@ -23,7 +23,7 @@ import memofs_eval._env  # noqa: F401
 import numpy as np
 from ranx import Qrels, Run, fuse, optimize_fusion
 
-from memofs.tokenize import tokenize
+from memofs.text.tokenize import tokenize
 
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder

@@ -14,8 +14,8 @@ import numpy as np
 from tqdm.auto import tqdm
 from numpy.typing import NDArray
 
-from memofs.embedders.base import Embedder, empty
-from memofs.embedding_cache import EmbeddingCache
+from memofs.signals.embedders.base import Embedder, empty
+from memofs.signals.embedding_cache import EmbeddingCache
 
 
 def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | None:
@@ -23,18 +23,18 @@ def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | Non
     if name == "none":
         return None
     if name == "minilm":
-        from memofs.embedders.local import LocalEmbedder
+        from memofs.signals.embedders.local import LocalEmbedder
 
         return LocalEmbedder()
     if name == "static":
-        from memofs.embedders.static import StaticEmbedder
+        from memofs.signals.embedders.static import StaticEmbedder
 
         return StaticEmbedder()
     if name == "lsa":
-        from memofs.embedders.lsa import LSAEmbedder
+        from memofs.signals.embedders.lsa import LSAEmbedder
 
         return LSAEmbedder(dim=256, seed=0).fit(sorted(set(corpus_texts)))
-    from memofs.embedders.local import LocalEmbedder
+    from memofs.signals.embedders.local import LocalEmbedder
 
     return LocalEmbedder(model=name)
 

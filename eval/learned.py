@@ -2,8 +2,8 @@
 
 ``python -m memofs_eval.learned [--quick] [--out reports/learned]``
 
-* Candidates: the reference pools (:func:`memofs.fusion.pools`, K = 10: top 30 by cosine,
-  top 20 by lexical); features: :func:`memofs.learned.features`.
+* Candidates: the reference pools (:func:`memofs.ranking.fusion.pools`, K = 10: top 30 by cosine,
+  top 20 by lexical); features: :func:`memofs.ranking.learned.features`.
 * Model: :func:`train` fits scikit-learn's ``LogisticRegression`` on standardised pairwise
   differences ``x_i - x_j`` for every pair of candidates of one query with ``rel_i > rel_j``
   (label 1; every other pair negated with label 0, the same loss), each query weighted equally
@@ -34,10 +34,11 @@ import memofs_eval._env  # noqa: F401  (cache and offline variables before ranx 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
-from memofs.config import RecallConfig
-from memofs.fusion import fuse, lexical_score, pools
-from memofs.learned import FEATURES, FeatureParams, LearnedModel, features, fuse_learned
-from memofs.signals import SignalFrame
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.ranking.pools import lexical_score, pools
+from memofs.ranking.learned import FEATURES, FeatureParams, LearnedModel, features, fuse_learned
+from memofs.signals.frame import SignalFrame
 from memofs_eval._env import REPO, cache_root
 from memofs_eval.data import EvalData, load
 from memofs_eval.metrics import per_query
@@ -48,7 +49,7 @@ from memofs_datasets.shared import locomo_path
 from memofs_eval.provenance import provenance
 
 AGENT_MEMORY_PATH = REPO / "datasets" / "agent-memory"
-MODELS_DIR = REPO / "memofs" / "models"
+MODELS_DIR = REPO / "memofs" / "ranking" / "models"
 K = 10
 METRIC = "ndcg@10"
 C_DEFAULT = 1.0
@@ -619,7 +620,7 @@ def render(issue, st_l, st_a, sig_l, sig_a, sig_lm, sig_am, cat_l, cat_a, transf
         "",
         f"* LoCoMo, turn level, categories 1-4: {len(st_l.qids)} questions (the issue counted 1,531), each against its own conversation; "
         "\"now\" = the conversation's last session; K = 10; MiniLM (all-MiniLM-L6-v2) vectors; nDCG@10 by ranx with ties broken by id before ranx.",
-        "* Our tokenizer's stop-word list has **94** words (upstream's 68 plus 26 common function words, `memofs/stopwords.py`); "
+        "* Our tokenizer's stop-word list has **94** words (upstream's 68 plus 26 common function words, `memofs/text/stopwords.py`); "
         "the issue's re-implementation used upstream's 68. Our lexical figures are therefore not the issue's to the third digit.",
         f"* agent-memory: leave one project out (atlas / harbor / quill); train on the *tune* queries of two projects, score the *heldout* queries "
         f"of the third ({len(st_a.qids)} queries).",
@@ -701,7 +702,7 @@ def render(issue, st_l, st_a, sig_l, sig_a, sig_lm, sig_am, cat_l, cat_a, transf
         f"* Worst agent-memory category delta vs reference: {target['worst_agent_category_delta']:+.3f} (mixed model: {target['worst_agent_category_delta_mixed']:+.3f}).",
         f"* Ceiling of any reordering of the reference pools on LoCoMo: {target['oracle_pools_locomo']:.3f}: the evidence is mostly *in* the pools.",
         "* What moved LoCoMo from 0.505 to this figure is new, query-independent *context* extraction "
-        "(`memofs.signals.context_columns`), not model capacity: the relevance of the memories remembered next to a "
+        "(`memofs.signals.frame.context_columns`), not model capacity: the relevance of the memories remembered next to a "
         "candidate in its session (an answer often sits next to the turn that matches the question's words), the session's "
         "best relevance, and facts about the candidate's text (length, \"is a question\", \"follows a question\", \"mentions a "
         "moment\"). Exploratory runs on the same folds, with the development harness rather than this script: neighbours "
@@ -715,10 +716,10 @@ def render(issue, st_l, st_a, sig_l, sig_a, sig_lm, sig_am, cat_l, cat_a, transf
         "",
         "## Shipped models",
         "",
-        "* `memofs/models/learned-locomo-v2.json`: trained on all LoCoMo questions.",
-        "* `memofs/models/learned-mixed-v2.json`: LoCoMo plus agent-memory's tune split.",
+        "* `memofs/ranking/models/learned-locomo-v2.json`: trained on all LoCoMo questions.",
+        "* `memofs/ranking/models/learned-mixed-v2.json`: LoCoMo plus agent-memory's tune split.",
         "",
-        "Use: `RecallConfig(fusion=\"learned\", learned_model=\"memofs/models/learned-mixed-v2.json\")`; the reference defaults are unchanged.",
+        "Use: `RecallConfig(fusion=\"learned\", learned_model=\"memofs/ranking/models/learned-mixed-v2.json\")`; the reference defaults are unchanged.",
         "",
         "Files: `results.csv` (every run, overall and per category), `per-query-*.csv`, `summary.json`.",
         "",

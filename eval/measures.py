@@ -26,8 +26,8 @@ bootstrap CIs and paired tests apply unchanged. Metric names (``@`` parameter op
   (not superseded, not stale, not expired), 0 otherwise (also when none is ranked); NaN
   when the query's relevant memories are not a mix of current and outdated ones.
 
-The briefing is built by the real packer, :func:`memofs.briefing.pack`, on the recall
-items rendered by :func:`memofs.briefing.render_recall`, with ``build_context``'s second
+The briefing is built by the real packer, :func:`memofs.store.briefing.pack`, on the recall
+items rendered by :func:`memofs.store.briefing.render_recall`, with ``build_context``'s second
 pass (footer reserve and expansion footer) when items are hidden. Differences from a live
 ``memofs.context`` call, all the same for every method: no core memory, entities, recent
 events or notes (the eval corpora have none, so recall gets every remaining byte); every
@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memofs.anchors import AnchorChecker
-from memofs.briefing import DIRECTIVE, DIRECTIVE_TITLE, SEPARATOR, TITLES, Negotiable, footer_line, nbytes, pack, render_recall, section_text
-from memofs.cursor import ContextCache, cache_key
+from memofs.signals.anchors import AnchorChecker
+from memofs.store.briefing import DIRECTIVE, DIRECTIVE_TITLE, SEPARATOR, TITLES, Negotiable, footer_line, nbytes, pack, render_recall, section_text
+from memofs.store.cursor import ContextCache, cache_key
 
 if TYPE_CHECKING:
     from memofs_datasets.format import Dataset

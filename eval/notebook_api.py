@@ -3,7 +3,7 @@
 Nothing here scores, fuses or tests on its own. Reading goes through the files
 :func:`memofs_eval.report.write_report` writes; re-running goes through the harness's
 spec expansion (:meth:`Spec.variants`), signal cache (:class:`SignalCache`), recombination
-(:func:`memofs_eval.runner.run_all`, i.e. ``memofs.fusion.fuse``), metrics
+(:func:`memofs_eval.runner.run_all`, i.e. ``memofs.ranking.fusion.fuse``), metrics
 (:func:`memofs_eval.metrics.per_query`) and peer baselines (:mod:`memofs_eval.baselines`).
 
 Parameters come from the environment so ``python -m memofs_eval.notebooks`` can point
@@ -43,11 +43,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from memofs.config import RecallConfig  # noqa: E402
-from memofs.fusion import fuse  # noqa: E402
-from memofs.recall import explain_row  # noqa: E402
-from memofs.saturation import clamp01  # noqa: E402
-from memofs.signals import SignalFrame  # noqa: E402
+from memofs.ranking.config import RecallConfig  # noqa: E402
+from memofs.ranking.fusion import fuse  # noqa: E402
+from memofs.ranking.recall import explain_row  # noqa: E402
+from memofs.ranking.saturation import clamp01  # noqa: E402
+from memofs.signals.frame import SignalFrame  # noqa: E402
 from memofs_eval import metrics as M  # noqa: E402
 from memofs_eval._env import REPO, cache_root  # noqa: E402
 from memofs_eval.baselines import bm25_scores, dense_scores, fused  # noqa: E402
@@ -354,7 +354,7 @@ def paired_deltas(control: pd.DataFrame, treatment: pd.DataFrame, metric: str, g
 
 def explain(frame: SignalFrame, cfg: RecallConfig, k: int = 10) -> pd.DataFrame:
     """The top ``k`` of one query with ``recall(explain=True)``'s breakdown flattened
-    (:func:`memofs.recall.explain_row` over :func:`memofs.fusion.fuse`), plus the additive
+    (:func:`memofs.ranking.recall.explain_row` over :func:`memofs.ranking.fusion.fuse`), plus the additive
     parts of the composite score:
 
     vec = w_rel * (1 - blend) * w_vec * clamp01(cos), lex = w_rel * (1 - blend) * w_lex * sat(lex),

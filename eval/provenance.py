@@ -3,7 +3,7 @@
 ``code_hash`` is the SHA-256 (first 16 hex digits) of every file that can change a
 committed figure: the Python sources of ``memofs/``, ``eval/`` and ``datasets/``, the
 experiment specs (``eval/specs/*.toml``) and the shipped model files
-(``memofs/models/*.json``), each as ``relative path NUL bytes NUL`` in path order. Data is
+(``memofs/ranking/models/*.json``), each as ``relative path NUL bytes NUL`` in path order. Data is
 hashed separately (each report's dataset hashes). Every committed report records it, and
 ``tests/test_report_provenance.py`` fails when a report's hash is not the checkout's, so a
 report can never silently describe other code than the one beside it.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memofs_eval._env import REPO
 
-CODE_GLOBS: tuple[str, ...] = ("memofs/**/*.py", "eval/**/*.py", "datasets/*.py", "eval/specs/*.toml", "memofs/models/*.json")
+CODE_GLOBS: tuple[str, ...] = ("memofs/**/*.py", "eval/**/*.py", "datasets/*.py", "eval/specs/*.toml", "memofs/ranking/models/*.json")
 
 
 def code_files(repo: Path = REPO) -> list[Path]:

@@ -19,9 +19,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from memofs.config import RecallConfig
-from memofs.fusion import fuse
-from memofs.signals import SignalFrame
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.signals.frame import SignalFrame
 
 log = logging.getLogger(__name__)
 

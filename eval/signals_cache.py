@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from memofs.config import SIGNAL_FIELDS, RecallConfig
-from memofs.graph import EntityGraph
-from memofs.recall import Recaller
-from memofs.signals import ContextColumns, SignalFrame
+from memofs.ranking.config import SIGNAL_FIELDS, RecallConfig
+from memofs.graph.entity_graph import EntityGraph
+from memofs.ranking.recall import Recaller
+from memofs.signals.frame import ContextColumns, SignalFrame
 
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder

@@ -2,7 +2,7 @@
 
 A spec expands into *variants*: the default pipeline, leave-one-out and only-this-one
 toggles, one-at-a-time sweeps around the default, cartesian grids, and embedder choices.
-Each variant is a validated :class:`~memofs.config.RecallConfig` plus an embedder name.
+Each variant is a validated :class:`~memofs.ranking.config.RecallConfig` plus an embedder name.
 See ``eval/specs/default.toml`` for a commented example of every key.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from memofs.config import RecallConfig
+from memofs.ranking.config import RecallConfig
 
 LOADERS: tuple[str, ...] = ("memofs", "locomo", "longmemeval", "beir", "trec")
 EMBEDDERS: tuple[str, ...] = ("minilm", "static", "lsa", "none")

@@ -1,6 +1,6 @@
 """A naive reference for BM25 + fuzzy, written from the spec's formulas with plain loops.
 
-Deliberately independent of ``memofs.bm25``: no numpy, no sparse matrices, no shared helpers
+Deliberately independent of ``memofs.signals.bm25``: no numpy, no sparse matrices, no shared helpers
 except the tokenizer.
 """
 

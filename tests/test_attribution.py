@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs.config import RecallConfig
-from memofs.fusion import fuse
-from memofs.recall import explain_row
-from memofs.signals import SignalFrame, kind_code
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.ranking.recall import explain_row
+from memofs.signals.frame import SignalFrame, kind_code
 from memofs_eval import attribution as A
 
 NAN = float("nan")

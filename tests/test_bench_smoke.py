@@ -78,7 +78,7 @@ def test_corpus_copies_follow_base_order():
 
 def test_doc_vectors_reuse_base_vectors(tmp_path):
     """Rows below E are the embedder's vectors; row j >= E is unit-norm and close to row j mod E."""
-    from memofs.embedding_cache import EmbeddingCache
+    from memofs.signals.embedding_cache import EmbeddingCache
     from memofs_eval.bench.recall import doc_vectors
 
     texts = [f"text number {i} about the harbor deploy" for i in range(10)]
@@ -100,7 +100,7 @@ def test_staged_replay_matches_recall(tmp_path):
     from memofs_eval.bench.recall import (
         NOW, STAGES, FrozenQueryEmbedder, RecallBenchConfig, build, staged_recall, workload,
     )
-    from memofs.embedding_cache import EmbeddingCache
+    from memofs.signals.embedding_cache import EmbeddingCache
 
     cfg = RecallBenchConfig(sizes=(120,), queries=5, encode_cap=30)
     emb = _HashEmbedder()
@@ -183,7 +183,7 @@ def test_recall_bench_quick(tmp_path):
 
 @pytest.mark.slow
 def test_store_bench_quick(tmp_path):
-    """The store benchmark runs at smoke sizes (or reports that memofs.store is absent)."""
+    """The store benchmark runs at smoke sizes (or reports that memofs.store.project is absent)."""
     from memofs_eval.bench.store import main
 
     text = main(["--quick", "--out", str(tmp_path / "s.md")])
@@ -200,7 +200,7 @@ def test_harness_bench_quick(tmp_path):
 
 def test_random_configs_vary_fusion_only():
     """Sweep configs share one signal group and keep the weight sum at most 1."""
-    from memofs.config import RecallConfig
+    from memofs.ranking.config import RecallConfig
     from memofs_eval.bench.harness import random_configs
 
     cs = random_configs(50, seed=1)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs.bm25 import BM25Index
-from memofs.fuzzy import QueryOverlap, VocabularyMatcher, token_overlap
-from memofs.saturation import clamp01, saturate
-from memofs.tokenize import tokenize
+from memofs.signals.bm25 import BM25Index
+from memofs.signals.fuzzy import QueryOverlap, VocabularyMatcher, token_overlap
+from memofs.ranking.saturation import clamp01, saturate
+from memofs.text.tokenize import tokenize
 from naive_lexical import naive_fuzzy, naive_scores
 
 DOCS = {"d1": "apple banana apple", "d2": "banana cherry", "d3": "cherry date elderberry fig"}

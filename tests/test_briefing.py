@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memofs import briefing as B
-from memofs.cursor import ContextCache, CursorError, FileContextCache, b64url, b64url_decode
-from memofs.graph import EntityGraph
-from memofs.recall import Recaller
-from memofs.records import GraphEdge, GraphNode, Memory
+from memofs.store import briefing as B
+from memofs.store.cursor import ContextCache, CursorError, FileContextCache, b64url, b64url_decode
+from memofs.graph.entity_graph import EntityGraph
+from memofs.ranking.recall import Recaller
+from memofs.files.records import GraphEdge, GraphNode, Memory
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 D = "## How to use MemoFS context\n\n" + B.DIRECTIVE  # the directive section, by hand

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memofs.cli import app
+from memofs.surfaces.cli import app
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 runner = CliRunner()
@@ -155,7 +155,7 @@ def test_generate_agent_claude_no_mcp(tmp_path: Path) -> None:
 def test_console_script_and_module_entry(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("memofs")
     env = {**ENV, "PATH": str(exe.parent)}
-    for cmd in ([str(exe)], [sys.executable, "-m", "memofs.cli"]):
+    for cmd in ([str(exe)], [sys.executable, "-m", "memofs"]):
         res = subprocess.run([*cmd, "--root", str(tmp_path), "init", "--json"], capture_output=True, text=True, env=env, timeout=60)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["store"] == str(tmp_path / ".memofs")

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memofs.embedders import EmbedderError, LocalEmbedder, LSAEmbedder, SafeEmbedder, StaticEmbedder, select_embedder
-from memofs.embedders.base import l2_normalise
-from memofs.embedders.local import default_model_path
+from memofs.signals.embedders import EmbedderError, LocalEmbedder, LSAEmbedder, SafeEmbedder, StaticEmbedder, select_embedder
+from memofs.signals.embedders.base import l2_normalise
+from memofs.signals.embedders.local import default_model_path
 
 SENTENCES = [
     "We decided to use D1 for tenant metadata because of edge latency.",
@@ -152,7 +152,7 @@ def test_tier1_no_keys_gives_local_embedder():
 
 
 def test_tier1_provider_only_when_asked_and_keyed():
-    from memofs.embedders.providers import OpenAIEmbedder, VoyageEmbedder
+    from memofs.signals.embedders.providers import OpenAIEmbedder, VoyageEmbedder
 
     assert isinstance(select_embedder({"OPENAI_API_KEY": "k"}, prewarm=False), LocalEmbedder)
     assert isinstance(select_embedder({"MEMOFS_EMBEDDER": "openai", "OPENAI_API_KEY": "k"}), OpenAIEmbedder)
@@ -191,7 +191,7 @@ def test_tier2_sentence_transformers_not_installed():
     code = (
         "import sys, logging; sys.modules['sentence_transformers'] = None\n"
         "logging.basicConfig(level=logging.WARNING)\n"
-        "from memofs.embedders import select_embedder\n"
+        "from memofs.signals.embedders import select_embedder\n"
         "print('RESULT', select_embedder({}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memofs.embedders import EmbedderError, LSAEmbedder
-from memofs.embedding_cache import EmbeddingCache
+from memofs.signals.embedders import EmbedderError, LSAEmbedder
+from memofs.signals.embedding_cache import EmbeddingCache
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = ["red apple pie", "green apple tart", "blue sky today", "grey sky rain", "apple orchard in spring"]
@@ -69,8 +69,8 @@ def test_dimension_clash_is_an_error(tmp_path):
 
 CHILD = """
 import sys
-from memofs.embedders import LSAEmbedder
-from memofs.embedding_cache import EmbeddingCache
+from memofs.signals.embedders import LSAEmbedder
+from memofs.signals.embedding_cache import EmbeddingCache
 corpus = {corpus!r}
 emb = LSAEmbedder(dim=3).fit(corpus)
 cache = EmbeddingCache(sys.argv[1])

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memofs.embedders import LSAEmbedder
-from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, EmbeddingsFileError, text_sha256
-from memofs.vector_index import VectorIndex
+from memofs.signals.embedders import LSAEmbedder
+from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, EmbeddingsFileError, text_sha256
+from memofs.signals.vector_index import VectorIndex
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,7 +147,7 @@ def test_sync_reembeds_lines_of_another_embedder(tmp_path):
 
 WRITER = """
 import sys, numpy as np
-from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
+from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile
 path, prefix, n, dim = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 f = EmbeddingsFile(path)
 rng = np.random.default_rng(abs(hash(prefix)) % 2**32)

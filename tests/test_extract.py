@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from memofs.extract import RuleBasedExtractor, clean_line, normalize_label, slug
-from memofs.graph import EntityGraph
-from memofs.records import GraphEdge, GraphNode
+from memofs.graph.extract import RuleBasedExtractor, clean_line, normalize_label, slug
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import GraphEdge, GraphNode
 
 
 def facts(text: str, **kw) -> list[tuple[str, str, str]]:

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs.config import RecallConfig
-from memofs.fusion import fuse, recency, round_half_up
-from memofs.signals import SignalFrame, kind_code
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse, recency
+from memofs.ranking.pools import round_half_up
+from memofs.signals.frame import SignalFrame, kind_code
 
 NAN = float("nan")
 
@@ -303,7 +304,7 @@ def _random_frame(rng: np.random.Generator, n: int) -> SignalFrame:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_compiled_pools_equal_the_numpy_reference(seed):
-    from memofs.fusion import _lex_mode, _scan, _top, pools
+    from memofs.ranking.pools import _lex_mode, _scan, pools, top_rows as _top
 
     rng = np.random.default_rng(seed)
     for trial in range(300):
@@ -340,7 +341,7 @@ def test_compiled_pools_equal_the_numpy_reference(seed):
 
 
 def test_compiled_pools_take_read_only_and_strided_columns():
-    from memofs.fusion import pools
+    from memofs.ranking.pools import pools
 
     f = _random_frame(np.random.default_rng(7), 400)
     cfg = RecallConfig()

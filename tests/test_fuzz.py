@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from memofs.cli import app
+from memofs.surfaces.cli import app
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 EXAMPLES = int(os.environ.get("MEMOFS_FUZZ_EXAMPLES", "150"))
@@ -164,9 +164,9 @@ NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def tools(scratch):
-    from memofs.cursor import ContextCache
-    from memofs.mcp_server import MemofsTools
-    from memofs.store import LiveStore, Store
+    from memofs.store.cursor import ContextCache
+    from memofs.surfaces.mcp_server import MemofsTools
+    from memofs.store.project import LiveStore, Store
 
     return MemofsTools(LiveStore(Store.open(scratch, clock=lambda: NOW)), ContextCache(clock=lambda: 0.0), lambda: NOW)
 ARG_NAMES = ["query", "limit", "taskType", "explain", "maxBytes", "section", "expand", "content", "kind",
@@ -180,7 +180,7 @@ MCP_VALUES = JSON_VALUES | st.text(max_size=20) | st.sampled_from(
        args=st.one_of(st.none(), st.dictionaries(st.sampled_from(ARG_NAMES), MCP_VALUES | st.lists(MCP_VALUES, max_size=3),
                                                  max_size=6), JSON_VALUES))
 def test_fuzzed_mcp_arguments_are_caller_errors_never_internal(tools, name, args) -> None:
-    from memofs.mcp_server import ToolError
+    from memofs.surfaces.mcp_server import ToolError
 
     try:
         tools.call(name, args)

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memofs.graph import EntityGraph
-from memofs.records import GraphEdge, GraphNode
-from memofs.rewrite import rewrite_query
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import GraphEdge, GraphNode
+from memofs.text.rewrite import rewrite_query
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -300,7 +300,7 @@ def test_load_errors_name_file_line_and_field(tmp_path, nodes, edges, where, fie
 
 
 def test_save_leaves_no_temp_files_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
-    import memofs.graph as graph_mod
+    import memofs.graph.entity_graph as graph_mod
 
     g = auth_graph()
     g.save(tmp_path)

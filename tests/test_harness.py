@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memofs_eval._env  # noqa: F401
-from memofs.graph import EntityGraph
-from memofs.recall import Recaller
+from memofs.graph.entity_graph import EntityGraph
+from memofs.ranking.recall import Recaller
 from memofs_eval import cli
 from memofs_eval.baselines import bm25_scores
 from memofs_eval.data import EvalData, load

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memofs.config import RecallConfig
-from memofs.fusion import fuse, pools
-from memofs.learned import (
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.ranking.pools import pools
+from memofs.ranking.learned import (
     FEATURES,
     FeatureParams,
     LearnedModel,
@@ -29,7 +30,7 @@ from memofs.learned import (
     model_from_json,
     query_cues,
 )
-from memofs.signals import SignalFrame, context_columns, kind_code, natural_key
+from memofs.signals.frame import SignalFrame, context_columns, kind_code, natural_key
 
 REPO = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -268,7 +269,7 @@ def _original_fusion():
     if shutil.which("git") is None:
         pytest.skip("git not available")
     try:
-        src = subprocess.run(["git", "show", f"{PRE_LEARNED_COMMIT}:memofs/fusion.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        src = subprocess.run(["git", "show", f"{PRE_LEARNED_COMMIT}:memofs/ranking/fusion.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     except (subprocess.CalledProcessError, OSError):
         pytest.skip("pre-learned commit not in this checkout")
     spec = importlib.util.spec_from_loader("fusion_before_learned", loader=None)
@@ -336,7 +337,7 @@ def test_pairwise_training_recovers_a_planted_ranker():
 
 def test_tiny_end_to_end(tmp_path):
     """Lexical-only frames of datasets/tiny: train on tune, recall heldout online."""
-    from memofs.recall import Recaller
+    from memofs.ranking.recall import Recaller
     from memofs_datasets.format import load_dataset
     from memofs_eval.learned import Bench, blocks, frames_for, train
     from memofs_eval.data import EvalData
@@ -352,7 +353,7 @@ def test_tiny_end_to_end(tmp_path):
     path = model.save(tmp_path / "tiny.json")
     lcfg = RecallConfig(fusion="learned", learned_model=str(path))
     q = next(q for q in ds.queries if q.split == "heldout" and q.id in frames)
-    from memofs.graph import EntityGraph
+    from memofs.graph.entity_graph import EntityGraph
 
     rec = Recaller(lcfg, graph=EntityGraph(*ds.graph_for(q.scope)))  # the harness's frames see the graph too
     rec.add(ds.corpus_for(q))
@@ -367,9 +368,9 @@ def test_tiny_end_to_end(tmp_path):
     assert [r.id for r in got] == [frames[q.id].ids[i] for i in cached.rows.tolist()]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "memofs" / "models").glob("*.json")) or ["<none>"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "memofs" / "ranking" / "models").glob("*.json")) or ["<none>"])
 def test_shipped_models_load(name):
     if name == "<none>":
         pytest.skip("no shipped model yet")
-    m = load_model(REPO / "memofs" / "models" / name)
+    m = load_model(REPO / "memofs" / "ranking" / "models" / name)
     assert m.training.get("data_sha256_16") and m.cv

@@ -13,9 +13,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memofs.cursor import ContextCache, b64url, b64url_decode
-from memofs.mcp_server import TOOLS, MemofsTools, ToolError
-from memofs.store import LiveStore, Store
+from memofs.store.cursor import ContextCache, b64url, b64url_decode
+from memofs.surfaces.mcp_server import TOOLS, MemofsTools, ToolError
+from memofs.store.project import LiveStore, Store
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 MEMOFS = str(Path(sys.executable).with_name("memofs"))

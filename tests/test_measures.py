@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from memofs.briefing import DIRECTIVE, DIRECTIVE_TITLE
-from memofs.config import RecallConfig
+from memofs.store.briefing import DIRECTIVE, DIRECTIVE_TITLE
+from memofs.ranking.config import RecallConfig
 from memofs_datasets.format import KIND_EXPIRY_DAYS, bundled_datasets, load_dataset
 from memofs_eval import measures as MS
 from memofs_eval.measures import QueryFacts

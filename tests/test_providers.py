@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from memofs.embedders import CloudflareEmbedder, EmbedderError, OpenAIEmbedder, RetryPolicy, VoyageEmbedder
-from memofs.embedders.providers import parse_retry_after
+from memofs.signals.embedders import CloudflareEmbedder, EmbedderError, OpenAIEmbedder, RetryPolicy, VoyageEmbedder
+from memofs.signals.embedders.providers import parse_retry_after
 
 DIM = 6
 

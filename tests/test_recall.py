@@ -9,12 +9,12 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memofs.anchors import AnchorPathError, confine
-from memofs.config import RecallConfig
-from memofs.graph import EntityGraph
-from memofs.recall import Recaller
-from memofs.records import Anchor, GraphEdge, GraphNode, Memory
-from memofs.rerank import CrossEncoderReranker
+from memofs.signals.anchors import AnchorPathError, confine
+from memofs.ranking.config import RecallConfig
+from memofs.graph.entity_graph import EntityGraph
+from memofs.ranking.recall import Recaller
+from memofs.files.records import Anchor, GraphEdge, GraphNode, Memory
+from memofs.signals.rerank import CrossEncoderReranker
 
 NOW = datetime(2026, 9, 1, tzinfo=timezone.utc)
 
@@ -34,7 +34,7 @@ SEED = [
 
 @pytest.fixture(scope="module")
 def minilm():
-    from memofs.embedders.local import LocalEmbedder
+    from memofs.signals.embedders.local import LocalEmbedder
 
     return LocalEmbedder()
 
@@ -236,8 +236,8 @@ def test_cross_encoder_reranker_on_local_weights(minilm):
 
 def test_signals_match_their_definitions_with_graph_documents_present():
     """Every per-document signal is aligned with its id, whatever order the indexes hold."""
-    from memofs.bm25 import BM25Index
-    from memofs.rerank import DeterministicFallbackReranker
+    from memofs.signals.bm25 import BM25Index
+    from memofs.signals.rerank import DeterministicFallbackReranker
 
     g = EntityGraph(nodes=[GraphNode("concept:d1", "D1", aliases=("cloudflare d1",)), GraphNode("concept:pg", "PostgreSQL")])
     r = Recaller(graph=g)  # graph documents are indexed before any memory
@@ -309,7 +309,7 @@ def _corpus_with_anchors(tmp_path, n: int = 60) -> tuple[Recaller, list[str]]:
 def test_online_pool_path_equals_fusing_the_full_signal_frame(tmp_path, changes):
     """recall() scores the rerank overlap and the anchor drift for its pool only; the
     harness fuses full frames from signals(). Both must give the same ranking and scores."""
-    from memofs.fusion import fuse
+    from memofs.ranking.fusion import fuse
 
     r, queries = _corpus_with_anchors(tmp_path)
     cfg = RecallConfig(**changes)
@@ -326,7 +326,7 @@ def test_online_pool_path_equals_fusing_the_full_signal_frame(tmp_path, changes)
 def test_cosine_column_aligned_by_id_for_every_layout(pattern):
     """The vector-index scores land on the right documents whether the vector rows form one
     block (block copy) or not (gather)."""
-    from memofs.recall import _CorpusColumns
+    from memofs.ranking.recall import _CorpusColumns
 
     rng = np.random.default_rng(3)
     n = 12
@@ -347,7 +347,7 @@ def test_rerank_column_aligned_for_every_lexical_index():
     """Indexes of different (k1, b) can order the same documents differently (an index
     updated in place appends a re-added memory; one built later follows the corpus order):
     the full-frame rerank overlap must follow each frame's own ids."""
-    from memofs.rerank import DeterministicFallbackReranker
+    from memofs.signals.rerank import DeterministicFallbackReranker
 
     g = EntityGraph(nodes=[GraphNode("concept:d1", "D1", aliases=("cloudflare d1",)), GraphNode("concept:pg", "PostgreSQL")])
     r = Recaller(graph=g)

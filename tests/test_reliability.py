@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memofs import safe_json
-from memofs.cli import app
-from memofs.store import MAX_TEXT_CHARS
+from memofs.files import safe_json
+from memofs.surfaces.cli import app
+from memofs.store.project import MAX_TEXT_CHARS
 
 MEMOFS = str(Path(sys.executable).with_name("memofs"))
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
@@ -263,7 +263,7 @@ def test_status_lists_every_problem_instead_of_stopping_at_the_first(proj: Path)
 
 
 def test_manifest_validation_accepts_what_init_writes(proj: Path) -> None:
-    from memofs.store import Store
+    from memofs.store.project import Store
 
     s = Store.open(proj)
     assert s.manifest_problems() == []
@@ -478,7 +478,7 @@ def test_the_table_is_big_enough() -> None:
 
 @pytest.mark.parametrize("text,rule", SHOULD_BLOCK)
 def test_gate_blocks(text: str, rule: str) -> None:
-    from memofs import secrets
+    from memofs.files import secrets
 
     rules = [v.rule for v in secrets.scan(text)]
     assert rule in rules, (text, rules)
@@ -489,7 +489,7 @@ def test_gate_blocks(text: str, rule: str) -> None:
 
 @pytest.mark.parametrize("text", SHOULD_ALLOW)
 def test_gate_allows(text: str) -> None:
-    from memofs import secrets
+    from memofs.files import secrets
 
     assert secrets.scan(text) == []
     assert secrets.redact(text) == text
@@ -498,7 +498,7 @@ def test_gate_allows(text: str) -> None:
 def test_gate_stays_fast_on_adversarial_runs() -> None:
     import time
 
-    from memofs import secrets
+    from memofs.files import secrets
 
     for text in ("sk-" * 33_000, "postgres://" * 9_000, "secret:" * 14_000, "a-" * 50_000, "password:" * 11_000):
         t0 = time.perf_counter()
@@ -531,10 +531,10 @@ def test_every_stored_field_is_scanned(proj: Path, field_args: list[str]) -> Non
     ("", False), ("0", False), ("false", False), ("no", False), ("OFF", False),
 ])
 def test_read_only_env_is_parsed_strictly(proj: Path, monkeypatch, value: str, read_only: bool) -> None:
-    import memofs.mcp_server
+    import memofs.surfaces.mcp_server
 
     seen: dict = {}
-    monkeypatch.setattr(memofs.mcp_server, "serve", lambda store, **kw: seen.update(kw))
+    monkeypatch.setattr(memofs.surfaces.mcp_server, "serve", lambda store, **kw: seen.update(kw))
     res = runner.invoke(app, ["--root", str(proj), "mcp"], env={**ENV, "MEMOFS_MCP_READ_ONLY": value})
     assert res.exit_code == 0, res.output
     assert seen["read_only"] is read_only
@@ -595,7 +595,7 @@ def test_text_starting_with_dashes_is_text_after_double_dash(proj: Path) -> None
 # ---------------------------------------------------------------------- 6. the error boundaries
 @pytest.mark.parametrize("exc", [KeyError("boom"), ValueError("numpy says no"), AttributeError("x has no y")])
 def test_a_bug_of_ours_is_an_internal_error_exit_3(proj: Path, monkeypatch, exc: Exception) -> None:
-    from memofs.store import Store
+    from memofs.store.project import Store
 
     def broken(self):
         raise exc
@@ -618,9 +618,9 @@ def test_user_errors_stay_exit_1(proj: Path) -> None:
 def _tools(root: Path, live=None):
     from datetime import datetime, timezone
 
-    from memofs.cursor import ContextCache
-    from memofs.mcp_server import MemofsTools
-    from memofs.store import LiveStore, Store
+    from memofs.store.cursor import ContextCache
+    from memofs.surfaces.mcp_server import MemofsTools
+    from memofs.store.project import LiveStore, Store
 
     now = datetime(2026, 3, 1, tzinfo=timezone.utc)
     store = Store.open(root, clock=lambda: now)
@@ -628,7 +628,7 @@ def _tools(root: Path, live=None):
 
 
 def test_mcp_blames_the_caller_only_for_what_the_caller_sent(proj: Path) -> None:
-    from memofs.mcp_server import ToolError
+    from memofs.surfaces.mcp_server import ToolError
 
     class BrokenModel:
         store = None
@@ -693,7 +693,7 @@ def test_doctor_finds_and_fix_rebuilds_what_a_crash_left_out(proj: Path) -> None
 
 def test_store_files_are_all_mode_0644(proj: Path) -> None:
     remember(proj, "We use Postgres with PgBouncer for pooling")
-    from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
+    from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile
 
     import numpy as np
 

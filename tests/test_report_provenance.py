@@ -45,14 +45,14 @@ def test_markdown_report_matches_the_code(rel: str) -> None:
 
 
 def test_code_hash_follows_every_code_file(tmp_path: Path) -> None:
-    for rel in ("memofs/a.py", "eval/b.py", "eval/specs/s.toml", "datasets/c.py", "memofs/models/m.json"):
+    for rel in ("memofs/a.py", "eval/b.py", "eval/specs/s.toml", "datasets/c.py", "memofs/ranking/models/m.json"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x = 1\n")
     (tmp_path / "README.md").write_text("prose\n")
     (tmp_path / "datasets" / "tiny").mkdir()
     (tmp_path / "datasets" / "tiny" / "memories.jsonl").write_text("{}\n")  # data: hashed per dataset, not here
     assert [p.relative_to(tmp_path).as_posix() for p in code_files(tmp_path)] == [
-        "datasets/c.py", "eval/b.py", "eval/specs/s.toml", "memofs/a.py", "memofs/models/m.json"]
+        "datasets/c.py", "eval/b.py", "eval/specs/s.toml", "memofs/a.py", "memofs/ranking/models/m.json"]
     before = code_hash(tmp_path)
     (tmp_path / "README.md").write_text("other prose\n")
     assert code_hash(tmp_path) == before

@@ -1,5 +1,5 @@
 """Task-aware query rewriting. Expected strings are worked out by hand from the tables in
-upstream-facts.md section 7 and the substring rule in memofs/rewrite.py's docstring."""
+upstream-facts.md section 7 and the substring rule in memofs/text/rewrite.py's docstring."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs.lexicon import DOMAIN_LEXICON, TASK_PROFILES, TASK_TYPES, lexicon_expansions
-from memofs.rewrite import rewrite_query
+from memofs.text.lexicon import DOMAIN_LEXICON, TASK_PROFILES, TASK_TYPES, lexicon_expansions
+from memofs.text.rewrite import rewrite_query
 
 
 def test_write_up_worked_example_verbatim():

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memofs import secrets
-from memofs.anchors import AnchorPathError
-from memofs.records import MEMORY_KINDS
-from memofs.store import CORE_TEMPLATE, Store, StoreError, read_jsonl, rehydrate
+from memofs.files import secrets
+from memofs.signals.anchors import AnchorPathError
+from memofs.files.records import MEMORY_KINDS
+from memofs.store.project import CORE_TEMPLATE, Store, StoreError, read_jsonl, rehydrate
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -242,7 +242,7 @@ def test_bad_field_names_file_line_field(store: Store) -> None:
 WRITER = """
 import sys
 from datetime import datetime, timezone
-from memofs.store import Store
+from memofs.store.project import Store
 store = Store.open(sys.argv[1], clock=lambda: datetime.now(timezone.utc))
 tag, n = sys.argv[2], int(sys.argv[3])
 pad = "\U0001F600" * int(sys.argv[4])
@@ -319,7 +319,7 @@ def test_kill_9_mid_writes_leaves_store_readable(store: Store, delay: float) -> 
 FSIZE_WRITER = """
 import resource, signal, sys
 from datetime import datetime, timezone
-from memofs.store import Store
+from memofs.store.project import Store
 store = Store.open(sys.argv[1], clock=lambda: datetime.now(timezone.utc))
 limit = int(sys.argv[2])
 signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; the default kills the process

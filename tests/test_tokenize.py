@@ -1,7 +1,7 @@
 import pytest
 
-from memofs.stopwords import ADDED_STOP_WORDS, STOP_WORDS, UPSTREAM_STOP_WORDS
-from memofs.tokenize import tokenize, tokenize_rewrite, tokenize_simple
+from memofs.text.stopwords import ADDED_STOP_WORDS, STOP_WORDS, UPSTREAM_STOP_WORDS
+from memofs.text.tokenize import tokenize, tokenize_rewrite, tokenize_simple
 
 
 def test_stop_word_list_has_exactly_94_words():

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs.vector_index import DimensionError, VectorIndex
+from memofs.signals.vector_index import DimensionError, VectorIndex
 
 
 def brute_force(items: dict[str, list[float]], q: list[float], k: int, ns_of=None, namespace=None):
@@ -115,7 +115,7 @@ def test_remove_then_reinsert():
 
 
 def test_rows_of_and_row_scores_align_after_removals():
-    from memofs.vector_index import VectorIndex
+    from memofs.signals.vector_index import VectorIndex
 
     rng = np.random.default_rng(3)
     idx = VectorIndex(4)

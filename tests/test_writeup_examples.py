@@ -1,7 +1,7 @@
 """The write-up's worked examples, end to end, for every local embedder and lexical-only.
 
 Each case is a store written the way ``memofs remember`` writes it (graph extraction
-included) and read back the way ``memofs recall`` reads it (:func:`memofs.store.rehydrate`),
+included) and read back the way ``memofs recall`` reads it (:func:`memofs.store.project.rehydrate`),
 with the reference configuration (the spec's defaults) and an injected "now". The expected
 outcome of every case comes from the write-up (`../shared/spec/memofs-hybrid-recall.md`),
 never from this code's output. ``LIMITS`` lists the (case, embedder) pairs known to fail;
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from memofs.config import RecallConfig
-from memofs.recall import RecallResult
-from memofs.store import Store, rehydrate
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.recall import RecallResult
+from memofs.store.project import Store, rehydrate
 
 NOW = datetime(2026, 9, 1, 12, tzinfo=timezone.utc)
 REPO = Path(__file__).resolve().parents[1]
@@ -152,9 +152,9 @@ LIMITS: dict[tuple[str, str], str] = {
 def embedders() -> dict[str, Callable[[list[str]], object]]:
     """Embedder factories by name; each gets the case's memory texts (LSA fits on them,
     as the harness fits it on the corpus)."""
-    from memofs.embedders.local import LocalEmbedder
-    from memofs.embedders.lsa import LSAEmbedder
-    from memofs.embedders.static import StaticEmbedder
+    from memofs.signals.embedders.local import LocalEmbedder
+    from memofs.signals.embedders.lsa import LSAEmbedder
+    from memofs.signals.embedders.static import StaticEmbedder
 
     minilm = LocalEmbedder()
     cache: dict[str, object] = {}
@@ -284,7 +284,7 @@ def test_d1_story_through_the_cli_with_minilm(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ the switch in the harness
 def test_entity_match_is_a_signal_field_and_swept_by_the_default_spec() -> None:
-    from memofs.config import SIGNAL_FIELDS
+    from memofs.ranking.config import SIGNAL_FIELDS
     from memofs_eval.signals_cache import signal_config
     from memofs_eval.spec import load_spec
 

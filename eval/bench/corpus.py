@@ -52,7 +52,7 @@ def corpus(n: int, seed: int = 0) -> list[str]:
 
 def queries(docs: list[str], n: int, seed: int = 1, terms: int = 3) -> list[list[str]]:
     """Queries of ``terms`` words drawn from random documents (so most have hits)."""
-    from memofs.tokenize import tokenize
+    from memofs.text.tokenize import tokenize
 
     rng = random.Random(seed)
     if n > 0 and not any(len(tokenize(d)) >= terms for d in docs):

@@ -26,9 +26,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from memofs.config import RecallConfig
-from memofs.fusion import fuse
-from memofs.signals import SignalFrame
+from memofs.ranking.config import RecallConfig
+from memofs.ranking.fusion import fuse
+from memofs.signals.frame import SignalFrame
 from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
 from memofs_eval.bench.output import emit
 
@@ -63,8 +63,8 @@ def random_configs(n: int, seed: int) -> list[RecallConfig]:
 
 def own_frames(ds, embedder_name: str) -> dict[str, SignalFrame]:
     """Fallback extraction: one Recaller per scope, like the harness does."""
-    from memofs.graph import EntityGraph
-    from memofs.recall import Recaller
+    from memofs.graph.entity_graph import EntityGraph
+    from memofs.ranking.recall import Recaller
     from memofs_eval.bench.recall import embedding_cache, live_embedder
 
     cache = embedding_cache()

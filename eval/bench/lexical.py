@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memofs.bm25 import BM25Index
-from memofs.tokenize import tokenize
+from memofs.signals.bm25 import BM25Index
+from memofs.text.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
 from memofs_eval.provenance import markdown_line
 

@@ -26,7 +26,7 @@ Measured per size, interleaved query by query so machine noise hits all alike:
   (``M @ q``, ``argpartition``, sort of 10) on the same vectors; ratio = ours / peer;
 * a stage profile (:func:`staged_recall`) read from ``Recaller.recall``'s own per-stage
   stopwatch (``profile=``); every profiled result is checked against a plain ``recall``;
-* context briefing build and cursor expansion latency (when ``memofs.briefing`` exists),
+* context briefing build and cursor expansion latency (when ``memofs.store.briefing`` exists),
   each next to a plain ``recall`` of the same query;
 * peak RSS of building + querying the index, in a fresh subprocess: inputs loaded first,
   then the kernel's peak mark (``VmHWM``) is reset and read after one query; the same for
@@ -56,11 +56,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.anchors import sha256_file
-from memofs.graph import EntityGraph
-from memofs.records import MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
-from memofs.recall import Recaller
-from memofs.tokenize import tokenize
+from memofs.signals.anchors import sha256_file
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
+from memofs.ranking.recall import Recaller
+from memofs.text.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
 from memofs_eval.bench.output import emit
 
@@ -124,14 +124,14 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def embedding_cache():
     """The harness's on-disk embedding cache (``<cache>/embeddings``), shared with the eval runs."""
-    from memofs.embedding_cache import EmbeddingCache
+    from memofs.signals.embedding_cache import EmbeddingCache
     from memofs_eval._env import cache_root
 
     return EmbeddingCache(cache_root() / "embeddings")
 
 
 def live_embedder():
-    from memofs.embedders.local import LocalEmbedder
+    from memofs.signals.embedders.local import LocalEmbedder
 
     return LocalEmbedder()
 
@@ -412,9 +412,9 @@ def measure_rss(n: int, vectors: NDArray[np.float32], seed: int) -> dict[str, di
 # ---------------------------------------------------------------------- briefing
 def _briefing_api():
     try:
-        from memofs import briefing, cursor
+        from memofs.store import briefing, cursor
     except ImportError as exc:
-        print(f"[bench.recall] memofs.briefing not importable ({exc}); briefing latency skipped")
+        print(f"[bench.recall] memofs.store.briefing not importable ({exc}); briefing latency skipped")
         return None
     return briefing, cursor
 
@@ -589,7 +589,7 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
             ee = percentile(b["expand"], 50) if b["expand"] else float("nan")
             lines.append(f"| {r.n:,} | {bb:.2f} | {ee:.3f} | {rr:.2f} | {bb / rr:.2f}x | {ee / rr:.3f}x |")
     else:
-        lines += ["", "Context briefing: skipped (memofs/briefing.py absent)."]
+        lines += ["", "Context briefing: skipped (memofs/store/briefing.py absent)."]
     if quick:
         lines.insert(0, "(--quick smoke sizes, not a measurement)\n")
     sizes = [r.n for r in results]

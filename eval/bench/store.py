@@ -6,14 +6,14 @@
   appends, graph extraction) into stores already holding P memories, without and with the
   MiniLM embedder (which also rewrites ``embeddings.jsonl``). Peers measured in the same
   run: a bare durable append (``O_APPEND`` write of the same JSON line + ``fsync``), and
-  one MiniLM encode of the same text. When ``memofs.cli`` exists, ``memofs remember`` as a
+  one MiniLM encode of the same text. When ``memofs.surfaces.cli`` exists, ``memofs remember`` as a
   subprocess is timed too (process start included).
-* rehydrate: :func:`memofs.store.rehydrate` of a store holding N memories whose vectors are
+* rehydrate: :func:`memofs.store.project.rehydrate` of a store holding N memories whose vectors are
   all in ``embeddings.jsonl`` (written by the bench from the same vectors as the recall
   benchmark), against the time MiniLM would need to re-embed them, estimated as
   N / (texts per second measured on a sample in the same run). Target: well under.
 
-Skipped with a printed note when ``memofs/store.py`` is absent.
+Skipped with a printed note when ``memofs/store/project.py`` is absent.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ class StoreBenchConfig:
 
 def _store_api():
     try:
-        from memofs import store
+        from memofs.store import project as store
     except ImportError as exc:
-        print(f"[bench.store] memofs.store not importable ({exc}); store benchmark skipped")
+        print(f"[bench.store] memofs.store.project not importable ({exc}); store benchmark skipped")
         return None
     return store
 
@@ -64,8 +64,8 @@ def _store_api():
 def write_store(root: Path, texts: list[str], vectors: np.ndarray | None, embedder_name: str, seed: int) -> None:
     """A ``.memofs/`` store holding ``texts`` as memories (and their vectors), written in bulk
     through the store's own record format."""
-    from memofs import store as st
-    from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+    from memofs.store import project as st
+    from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
     s = st.Store.init(root, now=NOW)
     mems = make_memories(texts, (), seed)
@@ -99,7 +99,7 @@ class RememberResult:
 
 
 def bench_remember(cfg: StoreBenchConfig, live, vec_source: dict[int, np.ndarray]) -> list[RememberResult]:
-    from memofs import store as st
+    from memofs.store import project as st
 
     texts = corpus(max(cfg.prefill) + cfg.writes, seed=cfg.seed + 7)
     fresh = texts[-cfg.writes:]
@@ -130,17 +130,17 @@ def bench_remember(cfg: StoreBenchConfig, live, vec_source: dict[int, np.ndarray
 
 def bench_cli(cfg: StoreBenchConfig) -> str:
     try:
-        import memofs.cli  # noqa: F401
+        import memofs.surfaces.cli  # noqa: F401
     except ImportError as exc:
-        return f"`memofs remember` CLI: skipped (memofs.cli not importable: {exc})."
+        return f"`memofs remember` CLI: skipped (memofs.surfaces.cli not importable: {exc})."
     times, err = [], ""
     with tempfile.TemporaryDirectory() as tmp:
-        from memofs import store as st
+        from memofs.store import project as st
 
         st.Store.init(tmp, now=NOW)
         env = {**os.environ, "MEMOFS_EMBEDDER": "none"}
         for i in range(cfg.cli_calls + 1):
-            cmd = [sys.executable, "-m", "memofs.cli", "remember", f"bench note number {i} about the deploy window"]
+            cmd = [sys.executable, "-m", "memofs", "remember", f"bench note number {i} about the deploy window"]
             proc, dt = timed(lambda: subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env))
             if proc.returncode != 0:
                 err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
@@ -169,7 +169,7 @@ def encode_rate(live, n: int) -> float:
 
 
 def bench_rehydrate(cfg: StoreBenchConfig, live, rate: float, cache) -> tuple[list[RehydrateResult], dict[int, np.ndarray]]:
-    from memofs import store as st
+    from memofs.store import project as st
 
     out, vec_by_n = [], {}
     for n in cfg.rehydrate_sizes:
@@ -192,7 +192,7 @@ def bench_rehydrate(cfg: StoreBenchConfig, live, rate: float, cache) -> tuple[li
 
 def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Section:
     if _store_api() is None:
-        return Section("Store", "Skipped: memofs/store.py is not present.")
+        return Section("Store", "Skipped: memofs/store/project.py is not present.")
     live = live or live_embedder()
     cache = cache or embedding_cache()
     rate = encode_rate(live, cfg.encode_sample)
@@ -217,7 +217,7 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
         lines.append(f"| {r.prefill:,} | {'MiniLM' if r.embedded else 'none'} | {m:.1f} | {percentile(r.ours_ms, 95):.1f} | "
                      f"{1e3 / m:,.1f} | {r.peer} | {pm:.2f} | {m / pm:.1f}x |")
     lines += ["", cli, "",
-              f"Rehydration (`memofs.store.rehydrate`: memories.jsonl + embeddings.jsonl + graph into a ready Recaller) "
+              f"Rehydration (`memofs.store.project.rehydrate`: memories.jsonl + embeddings.jsonl + graph into a ready Recaller) "
               f"against re-embedding every memory with MiniLM, estimated from {rate:,.0f} texts/s measured on "
               f"{cfg.encode_sample} texts in this run. Stores up to {cfg.rehydrate_repeat_below:,} memories: median of 3 "
               "runs after a warm-up run; larger: the run after the files were written (one timed run).", "",

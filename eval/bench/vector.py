@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memofs.embeddings_file import EmbeddingRecord, EmbeddingsFile
-from memofs.vector_index import VectorIndex
+from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile
+from memofs.signals.vector_index import VectorIndex
 from memofs_eval.bench.corpus import base_texts
 from memofs_eval.provenance import markdown_line
 
@@ -43,7 +43,7 @@ def _median_s(fn: Callable[[], object], repeats: int) -> float:
 
 
 def bench_encode(n_texts: int) -> list[str]:
-    from memofs.embedders import LocalEmbedder, LSAEmbedder, StaticEmbedder
+    from memofs.signals.embedders import LocalEmbedder, LSAEmbedder, StaticEmbedder
 
     texts, source = base_texts()
     sample = texts[:n_texts]

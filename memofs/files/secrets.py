@@ -1,0 +1,129 @@
+"""The secret gate: a memory whose text looks like a credential is never stored.
+
+Rule ids are upstream's (upstream-facts.md section 10, "Secret gate"); the regexes are
+our own. A write that matches any rule is refused with
+
+    Write blocked: content matched <n> secret pattern(s) (<ids>).
+
+where ``<n>`` counts distinct rules and ``<ids>`` lists them comma-separated in rule
+order. Each violation carries a preview (first 3 characters + ``…`` + last character),
+so the message never echoes the secret itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memofs.files.records import InvalidInputError
+
+# Values that are plainly placeholders or references, not secrets ("${TOKEN}", "<key>",
+# "os.environ[...]") are not treated as assignments of a secret.
+_PLACEHOLDER = r"(?![\"']?(?:\$|<|\{|%|os\.environ|process\.env|env\(|getenv))"
+
+SECRET_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
+    # random keys hold a digit and an upper-case letter; "sk-learn-compatible-..." does not
+    ("openai_api_key", re.compile(
+        r"\bsk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]{0,300}?[0-9])(?=[A-Za-z0-9_-]{0,300}?[A-Z])"
+        r"[A-Za-z0-9_-]{20,300}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    (
+        "aws_secret_access_key",
+        re.compile(r"(?i)\baws_?secret_?(?:access_?)?key\b[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
+    ),
+    ("private_key_block", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"  # PEM, OpenSSH, PGP
+        r"|---- BEGIN SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"  # RFC 4716-style (ssh.com)
+        r"|\bPuTTY-User-Key-File-\d+: *[A-Za-z0-9@.-]+")),  # PuTTY .ppk
+    # possessive segments ("{8,}+": the class excludes ".", so backtracking could never help):
+    # linear time on a long run of "eyJ-eyJ-..." (quadratic without)
+    ("jwt_token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}")),
+    (
+        # scheme://[user]:password@host; the user may be empty (redis://:pw@host), the
+        # password may hold "/" and "+" (base64); "host:5432/path@x" is a port, not a password
+        "connection_string_credentials",
+        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,30}://[^\s:/@\"']{0,256}:(?!\d+/)[^\s@\"']{1,256}@[^\s\"'@]+"),
+    ),
+    (
+        # KEY = value, the key optionally prefixed (DB_PASSWORD, JWT_SECRET). The bare word
+        # "secret" is also prose ("secret: rotate-quarterly-through-vault"), so its value
+        # must hold a digit, an upper-case letter or a symbol to count as a secret
+        "secret_assignment",
+        re.compile(
+            r"(?i)\b(?:[a-z0-9]+[_.-]){0,4}(?:"
+            r"(?:password|passwd|pwd|passphrase|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey"
+            r"|access[_-]?token|auth[_-]?token|bearer[_-]?token|private[_-]?key)\b[\"']?\s*[:=]\s*"
+            + _PLACEHOLDER
+            + r"|secret\b[\"']?\s*[:=]\s*" + _PLACEHOLDER
+            + r"(?=[\"']?[^\s\"',;]{0,256}?(?-i:[0-9A-Z!#%&*+/=?@^_~$]))"
+            r")[\"']?[^\s\"',;]{8,}"
+        ),
+    ),
+)
+"""``(rule id, pattern)`` in upstream order; the order decides the order of ``<ids>``."""
+
+RULE_IDS: tuple[str, ...] = tuple(rule for rule, _ in SECRET_RULES)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One match: the rule and a preview that does not reveal the secret."""
+
+    rule: str
+    preview: str
+
+
+class WriteBlockedError(InvalidInputError):
+    """A write refused by the secret gate (upstream code ``MEMOFS_WRITE_BLOCKED``)."""
+
+    code = "MEMOFS_WRITE_BLOCKED"
+
+    def __init__(self, violations: list[Violation]) -> None:
+        self.violations = violations
+        self.rules = list(dict.fromkeys(v.rule for v in violations))
+        super().__init__(
+            f"Write blocked: content matched {len(self.rules)} secret pattern(s) ({', '.join(self.rules)})."
+        )
+
+
+def preview(secret: str) -> str:
+    """First 3 characters + ``…`` + last character (upstream violation preview)."""
+    return f"{secret[:3]}…{secret[-1:]}"
+
+
+def scan(text: str) -> list[Violation]:
+    """Every rule match in ``text``, in rule order then position order."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    return [Violation(rule, preview(m.group(0))) for rule, pattern in SECRET_RULES for m in pattern.finditer(text)]
+
+
+def check(*texts: str) -> None:
+    """Raise :class:`WriteBlockedError` if any of ``texts`` matches a secret rule."""
+    found = [v for t in texts for v in scan(t)]
+    if found:
+        raise WriteBlockedError(found)
+
+
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str) -> str:
+    """``text`` with every span a rule matches replaced by ``[REDACTED]`` (for caches
+    and logs that must never hold what :func:`check` would refuse)."""
+    spans = sorted((m.start(), m.end()) for _, pattern in SECRET_RULES for m in pattern.finditer(text))
+    if not spans:
+        return text
+    out, pos = [], 0
+    for start, end in spans:
+        if end <= pos:
+            continue
+        out.append(text[pos:max(pos, start)])
+        out.append(REDACTED)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -1,0 +1,1 @@
+"""Graph: entity extraction from memory text and the entity graph that expands queries."""

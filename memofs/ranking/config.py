@@ -1,0 +1,180 @@
+"""One typed, validated configuration for the whole recall pipeline.
+
+Every constant of the spec lives here with the spec's default; every signal and
+adjustment has a switch. Switching a signal off is defined to be the same as giving it
+zero weight (and a path with zero weight retrieves no candidate pool), so ablations by
+toggle and by weight agree.
+
+Fields that change the *signals* (what is extracted per query and candidate) are listed
+in :data:`SIGNAL_FIELDS`; all other fields only change how cached signals are combined
+(:func:`memofs.ranking.fusion.fuse`). The harness caches signals by :meth:`RecallConfig.signal_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from memofs.graph.entity_graph import ENTITY_MATCH_MODES, EntityMatch
+from memofs.text.lexicon import TASK_TYPES
+
+DEFAULT_KIND_EXPIRY_DAYS: Mapping[str, float] = MappingProxyType(
+    {"decision": 365.0, "constraint": 180.0, "preference": 90.0, "note": 30.0}
+)
+
+SIGNAL_FIELDS: tuple[str, ...] = (
+    "use_rewrite",
+    "use_lexicon",
+    "use_entity_boost",
+    "k1",
+    "b",
+    "fuzzy_partial",
+    "entity_match",
+)
+"""Fields that change extracted signals; everything else is recombination."""
+
+
+FUSION_MODES: tuple[str, ...] = ("formula", "learned")
+"""``formula``: the spec's weighted sum; ``learned``: a model file scores the same pools."""
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Spec defaults. Formulas (spec "Fusion", "Post-scoring intelligence"):
+
+    lexical  = use_bm25 * BM25 + use_fuzzy * fuzzy_boost * fuzzyOverlap
+    base     = w_vec * clamp01(cosine) + (1 - w_vec) * clamp01(saturate(lexical, saturation_c))
+               (dynamic: no usable vector path -> 0 / 1; no lexical hit -> 1 / 0)
+    base    <- (1 - rerank_blend) * base + rerank_blend * clamp01(rerank)
+    final    = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
+               + w_confidence * clamp01(confidence or default_confidence)
+    final   *= stale_penalty (anchor drift) * unverified_penalty (kind past expiry floor)
+    """
+
+    # switches
+    use_vector: bool = True
+    use_bm25: bool = True
+    use_fuzzy: bool = True
+    use_reranker: bool = True
+    use_recency: bool = True
+    use_confidence: bool = True
+    use_drift: bool = True
+    use_decay: bool = True
+    use_rewrite: bool = True
+    use_lexicon: bool = True
+    use_entity_boost: bool = True
+    dynamic_weights: bool = True
+    # lexical signal
+    k1: float = 1.2
+    b: float = 0.75
+    fuzzy_boost: float = 0.15
+    fuzzy_partial: float = 0.25
+    saturation_c: float = 2.0
+    # candidate pools
+    top_k: int = 10
+    vector_pool_multiplier: float = 3.0
+    lexical_pool_multiplier: float = 2.0
+    # fusion
+    w_vec: float = 0.6
+    rerank_blend: float = 0.5
+    w_relevance: float = 0.7
+    w_recency: float = 0.2
+    w_confidence: float = 0.1
+    half_life_days: float = 30.0
+    default_confidence: float = 0.5
+    round_decimals: int = 4
+    # post-scoring
+    stale_penalty: float = 0.5
+    unverified_penalty: float = 0.6
+    kind_expiry_days: Mapping[str, float] = field(default_factory=lambda: DEFAULT_KIND_EXPIRY_DAYS)
+    # query
+    task_type: str = "general"
+    include_graph_docs: bool = False
+    # entity resolution: the recall tokenizer's terms (our reading) or upstream's raw terms
+    entity_match: EntityMatch = "terms"
+    # combination: the spec's formula (default) or a learned model over the same pools
+    # (an option beyond the spec; see memofs.ranking.learned)
+    fusion: str = "formula"
+    learned_model: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind_expiry_days", MappingProxyType(dict(self.kind_expiry_days)))
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(v, bool):
+                raise ValueError(f"RecallConfig.{f.name} must be a bool, got {v!r}")
+        for name in ("k1", "fuzzy_boost", "w_relevance", "w_recency", "w_confidence", "half_life_days"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"RecallConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("b", "fuzzy_partial", "w_vec", "rerank_blend", "default_confidence", "stale_penalty", "unverified_penalty"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"RecallConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not self.saturation_c > 0:
+            raise ValueError(f"RecallConfig.saturation_c must be > 0, got {self.saturation_c!r}")
+        if not (isinstance(self.top_k, int) and self.top_k >= 1):
+            raise ValueError(f"RecallConfig.top_k must be an int >= 1, got {self.top_k!r}")
+        for name in ("vector_pool_multiplier", "lexical_pool_multiplier"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"RecallConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        total = self.w_relevance + self.w_recency + self.w_confidence
+        # the spec's weights sum to 1; a sweep may zero one term (the same as switching it
+        # off) but never push final scores past 1
+        if not 0.0 < total <= 1.0 + 1e-9:
+            raise ValueError(
+                "RecallConfig: w_relevance + w_recency + w_confidence must be in (0, 1] "
+                f"(got {self.w_relevance} + {self.w_recency} + {self.w_confidence} = {total})"
+            )
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"RecallConfig.task_type must be one of {', '.join(TASK_TYPES)}; got {self.task_type!r}")
+        for kind, days in self.kind_expiry_days.items():
+            if not days > 0:
+                raise ValueError(f"RecallConfig.kind_expiry_days[{kind!r}] must be > 0, got {days!r}")
+        if not 0 <= self.round_decimals <= 12:
+            raise ValueError(f"RecallConfig.round_decimals must be in [0, 12], got {self.round_decimals!r}")
+        if self.entity_match not in ENTITY_MATCH_MODES:
+            raise ValueError(
+                f"RecallConfig.entity_match must be one of {', '.join(ENTITY_MATCH_MODES)}; got {self.entity_match!r}"
+            )
+        if self.fusion not in FUSION_MODES:
+            raise ValueError(f"RecallConfig.fusion must be one of {', '.join(FUSION_MODES)}; got {self.fusion!r}")
+        if self.learned_model is not None and not (isinstance(self.learned_model, str) and self.learned_model):
+            raise ValueError(f"RecallConfig.learned_model must be a non-empty path string or None, got {self.learned_model!r}")
+        if self.fusion == "learned" and self.learned_model is None:
+            raise ValueError("RecallConfig.fusion='learned' needs learned_model (path of a model JSON file)")
+
+    def replace(self, **changes: Any) -> RecallConfig:
+        """A copy with ``changes`` applied (validated); unknown names are an error."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown RecallConfig field(s): {', '.join(unknown)}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["kind_expiry_days"] = dict(self.kind_expiry_days)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecallConfig:
+        return cls().replace(**dict(data))
+
+    def config_hash(self) -> str:
+        """Short stable hash of every field (recorded in reports)."""
+        d = self.to_dict()
+        # the combination fields came later: at their defaults they stay out of the hash,
+        # so every formula config keeps the hash it had before they existed
+        if d["fusion"] == "formula" and d["learned_model"] is None:
+            del d["fusion"], d["learned_model"]
+        # so does entity_match at its default (the cached signals are keyed by signal_key()
+        # and the extraction code's hash, so they are re-extracted all the same)
+        if d["entity_match"] == "terms":
+            del d["entity_match"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def signal_key(self) -> tuple:
+        """The fields that change extracted signals (see :data:`SIGNAL_FIELDS`)."""
+        return tuple(getattr(self, f) for f in SIGNAL_FIELDS)

@@ -1,0 +1,115 @@
+"""Score combination: the *fusion* half of the pipeline (spec "Fusion" and
+"Post-scoring intelligence"). One implementation, vectorised over candidates, used by
+online recall and by the harness's recombination of cached signals.
+
+Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
+
+1. ``lexical = use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy``
+2. Effective weights (``dynamic_weights``). The vector path is *usable* when
+   ``use_vector``, the query was embedded, and ``w_vec > 0``; the lexical path when BM25
+   or fuzzy is on and ``w_vec < 1``.
+   - vector path not usable (embedder missing or failed)   -> (w_vec, w_lex) = (0, 1)
+   - lexical path not usable, or no document has lexical > 0 -> (1, 0)
+   - both usable                                             -> (w_vec, 1 - w_vec)
+   - neither                                                 -> no candidates, empty result
+   A path with weight 0 contributes no candidate pool.
+3. Pools: top ``ceil(K * vector_pool_multiplier)`` by cosine, top
+   ``ceil(K * lexical_pool_multiplier)`` by lexical (> 0), union by id, ties by id.
+4. ``base = w_vec * clamp01(cosine) + w_lex * clamp01(saturate(lexical, saturation_c))``
+5. ``base = (1 - blend) * base + blend * clamp01(rerank)``, ``blend = rerank_blend`` when
+   the reranker is on and scored the candidates, else 0 (a failed reranker is skipped).
+6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
+   + w_confidence * clamp01(confidence)``; a missing age gives recency 0.5 and a missing
+   confidence gives ``default_confidence``; a switched-off term has weight 0.
+7. ``final *= stale_penalty`` when an anchor drifted (``use_drift``) and
+   ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
+   (``use_decay``); penalties compound (0.5 * 0.6 = 0.3).
+8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
+
+``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
+steps 4-7 by a model file's score (:func:`memofs.ranking.learned.fuse_learned`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memofs.ranking.config import RecallConfig
+from memofs.files.records import MEMORY_KINDS
+from memofs.ranking.pools import Fused, Pools, pools, round_half_up
+from memofs.ranking.saturation import clamp01, saturate
+from memofs.signals.frame import OTHER_KIND, SignalFrame
+
+
+def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
+    """``0.5 ** (age_days / half_life)``; ages clamp at 0; a missing age (NaN) gives 0.5;
+    a half-life of 0 gives 1 (upstream)."""
+    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
+    out = np.ones_like(age) if half_life_days <= 0 else np.power(0.5, age / half_life_days)
+    return np.where(np.isnan(age), 0.5, out)
+
+
+@lru_cache(maxsize=64)
+def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
+    table = dict(items)
+    floors = np.full(OTHER_KIND + 1, np.inf)
+    for i, kind in enumerate(MEMORY_KINDS):
+        floors[i] = table.get(kind, np.inf)
+    return floors
+
+
+def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates: Pools | None = None) -> Fused:
+    """Fuse one query's signals under ``cfg``; returns the top ``k`` (default ``cfg.top_k``).
+
+    ``candidates``: the result of ``pools(frame, cfg, k)`` when the caller already has it.
+    """
+    k = cfg.top_k if k is None else k
+    if cfg.fusion == "learned":  # same pools, scored by a model file (memofs.ranking.learned)
+        from memofs.ranking.learned import fuse_learned
+
+        return fuse_learned(frame, cfg, k, candidates=candidates)
+    pool = candidates if candidates is not None else pools(frame, cfg, k)
+    rows, w, lex, member = pool.rows, pool.weights, pool.row_lexical, pool.member
+    cos = clamp01(frame.cosine[rows])
+    lex_sat = clamp01(saturate(lex, cfg.saturation_c))
+    base0 = w.w_vec * cos + w.w_lex * lex_sat
+    rr = frame.rerank[rows]
+    if w.rerank_blend > 0:
+        base = (1.0 - w.rerank_blend) * base0 + w.rerank_blend * clamp01(rr)
+    else:
+        base = base0
+    age = frame.age_days[rows]
+    rec = recency(age, cfg.half_life_days)
+    conf_raw = frame.confidence[rows]
+    conf = clamp01(np.where(np.isnan(conf_raw), cfg.default_confidence, conf_raw))
+    composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
+    stale = frame.stale[rows] & cfg.use_drift
+    unverified = (age > _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))[frame.kind[rows]]) & cfg.use_decay
+    stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
+    unverified_factor = np.where(unverified, cfg.unverified_penalty, 1.0)
+    factor = stale_factor * unverified_factor
+    final = round_half_up(composite * factor, cfg.round_decimals)
+    order = np.lexsort((frame.order_key[rows], -final))[:k]
+    parts = {
+        "bm25": frame.bm25[rows],
+        "fuzzy": frame.fuzzy[rows],
+        "lexical": lex,
+        "lexical_saturated": lex_sat,
+        "cosine": frame.cosine[rows],
+        "rerank": rr,
+        "base_before_rerank": base0,
+        "base": base,
+        "recency": rec,
+        "confidence": conf,
+        "composite": composite,
+        "stale": stale,
+        "unverified": unverified,
+        "penalty": factor,
+        "stale_factor": stale_factor,
+        "unverified_factor": unverified_factor,
+        **member,
+    }
+    return Fused(rows=rows[order], scores=final[order], weights=w, candidate_parts=parts, order=order)

@@ -1,0 +1,398 @@
+"""Candidate pools: fusion's steps 1-3 (spec "Fusion"), shared by the fixed-weight fusion
+(:mod:`memofs.ranking.fusion`) and the learned one (:mod:`memofs.ranking.learned`).
+
+1. ``lexical = use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy``
+2. effective weights (``dynamic_weights``; see :mod:`memofs.ranking.fusion`)
+3. top ``ceil(K * vector_pool_multiplier)`` rows by cosine and top
+   ``ceil(K * lexical_pool_multiplier)`` by lexical (> 0), union by id, ties by id.
+
+:func:`top_rows` is the reference selection (numpy, one pool at a time); :func:`pools` runs
+the same selection compiled, both pools in one pass over the frame, and is tested equal to
+it, ties included. The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are
+what both fusions return.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from memofs.ranking.config import RecallConfig
+from memofs.signals.frame import SignalFrame
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The weights fusion actually used for one query, after dynamic weighting."""
+
+    w_vec: float
+    w_lex: float
+    reason: str
+    rerank_blend: float
+    w_relevance: float
+    w_recency: float
+    w_confidence: float
+
+
+@dataclass
+class Fused:
+    """Candidates of one query, fused. ``rows`` index the frame, best first, cut at K.
+
+    ``candidate_parts`` holds per-candidate intermediate values in pool order and
+    ``order`` the pool positions of ``rows``; :attr:`parts` (for explain) is built from
+    them on first use, so the harness's recombination never pays for it.
+    """
+
+    rows: NDArray[np.int64]  # frame rows of the candidates, in final rank order
+    scores: NDArray[np.float64]  # rounded final scores, same order
+    weights: Weights
+    candidate_parts: dict[str, NDArray]
+    order: NDArray[np.int64]
+
+    @cached_property
+    def parts(self) -> dict[str, NDArray]:
+        """Per-result intermediate values, aligned with ``rows``."""
+        return {n: v[self.order] for n, v in self.candidate_parts.items()}
+
+    def ids(self, frame: SignalFrame) -> list[str]:
+        return [frame.ids[i] for i in self.rows.tolist()]
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The candidate pools of one query (spec "Fusion" step 3) and the weights behind them.
+
+    Unpacks as ``rows, weights, lexical, member``. :attr:`lexical` (every frame row) is
+    computed on first use: fusion only needs :attr:`row_lexical`, the pool's own.
+    """
+
+    rows: NDArray[np.int64]  # union of the pools, ascending frame rows
+    weights: Weights
+    member: dict[str, NDArray[np.bool_]]  # "vector_pool" / "lexical_pool", aligned with rows
+    row_lexical: NDArray[np.float64]  # lexical score of each of ``rows`` (== lexical[rows])
+    frame: SignalFrame = field(repr=False, compare=False)
+    cfg: RecallConfig = field(repr=False, compare=False)
+
+    @cached_property
+    def lexical(self) -> NDArray[np.float64]:
+        """Lexical score of every frame row (step 1)."""
+        return lexical_score(self.frame, self.cfg)
+
+    def __iter__(self):  # rows, weights, lexical, member = pools(...)
+        return iter((self.rows, self.weights, self.lexical, self.member))
+
+
+def round_half_up(x: NDArray[np.float64], decimals: int) -> NDArray[np.float64]:
+    """``floor(x * 10**d + 0.5) / 10**d``: upstream's ``Math.round(x * 1e4) / 1e4`` (halves
+    go up), not numpy's round-half-even (facts sheet, "Final score")."""
+    scale = 10.0**decimals
+    return np.floor(np.asarray(x, dtype=np.float64) * scale + 0.5) / scale
+
+
+def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
+    """``use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy`` (step 1)."""
+    if cfg.use_bm25 and cfg.use_fuzzy:
+        return frame.bm25 + cfg.fuzzy_boost * frame.fuzzy
+    if cfg.use_bm25:
+        return frame.bm25.astype(np.float64, copy=True)
+    if cfg.use_fuzzy:
+        return cfg.fuzzy_boost * frame.fuzzy
+    return np.zeros(len(frame))
+
+
+def _weights(frame: SignalFrame, cfg: RecallConfig, any_vec: bool, any_lex: bool) -> tuple[float, float, str]:
+    # any_vec / any_lex: some eligible row has a finite cosine / a positive lexical score
+    vector_usable = cfg.use_vector and frame.vector_ok and cfg.w_vec > 0 and any_vec
+    lexical_usable = (cfg.use_bm25 or (cfg.use_fuzzy and cfg.fuzzy_boost > 0)) and cfg.w_vec < 1
+    lexical_hits = lexical_usable and any_lex
+    if not cfg.dynamic_weights:
+        wv = cfg.w_vec if vector_usable else 0.0
+        wl = (1.0 - cfg.w_vec) if lexical_usable else 0.0
+        return wv, wl, "fixed"
+    if not vector_usable and not lexical_hits:
+        return 0.0, 0.0, "no vector path and no lexical hit: no candidates"
+    if not vector_usable:
+        return 0.0, 1.0, "vector path unavailable: lexical only"
+    if not lexical_hits:
+        return 1.0, 0.0, "no lexical hit: vectors only"
+    return cfg.w_vec, 1.0 - cfg.w_vec, "default split"
+
+
+def top_rows(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order).
+    Masked-in values must be finite. The reference form of :func:`pools`' compiled selection, which is tested equal to it."""
+    count = int(np.count_nonzero(mask))
+    if count == 0 or n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if count == mask.size:  # every row (the usual vector pool): no gather
+        rows, v = None, values
+    else:
+        rows = np.flatnonzero(mask)
+        v = values[rows]
+    if count > n:
+        kth = np.partition(v, v.size - n)[v.size - n]  # the n-th largest masked value
+        # keep every row tied with it, so the id tie-break below is exact
+        keep = np.flatnonzero(v >= kth)
+        rows = keep if rows is None else rows[keep]
+    elif rows is None:
+        rows = np.arange(count)
+    return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
+
+
+# --- compiled pool selection (steps 1-3 in one pass over the frame) -----------------------
+#
+# Each pool is a bounded heap whose root is its worst member under the rank order
+# (value descending, then order_key ascending, then row ascending: np.lexsort's stable
+# order, so the pools equal top_rows' exactly, ties included). Lexical scores are computed
+# with the same floating-point operations as lexical_score (no fastmath, no FMA).
+
+_LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
+
+
+def _lex_mode(cfg: RecallConfig) -> int:
+    return (_LEX_BM25 if cfg.use_bm25 else 0) | (_LEX_FUZZY if cfg.use_fuzzy else 0)
+
+
+@njit(cache=True, inline="always")
+def _lex_at(bm25, fuzzy, i, mode, boost):  # pragma: no cover - compiled
+    if mode == 3:
+        return bm25[i] + boost * fuzzy[i]
+    if mode == 1:
+        return float(bm25[i])
+    if mode == 2:
+        return boost * fuzzy[i]
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _before(va, ka, ra, vb, kb, rb):  # pragma: no cover - compiled
+    """Whether (value, order_key, row) ``a`` ranks before ``b``: value descending, then id
+    order, then row (np.lexsort's stable order, as :func:`_top`)."""
+    if va != vb:
+        return va > vb
+    if ka != kb:
+        return ka < kb
+    return ra < rb
+
+
+@njit(cache=True, inline="always")
+def _sift_down(hv, hk, hr, size, x, key, row):  # pragma: no cover - compiled
+    """Move the worse child up from the root of the heap ``[:size]`` while it ranks after
+    ``(x, key, row)``; returns the slot where that entry belongs (the caller writes it)."""
+    j = 0
+    while True:
+        w = 2 * j + 1
+        if w >= size:
+            return j
+        r = w + 1
+        if r < size and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
+            w = r  # the worse child
+        if _before(hv[w], hk[w], hr[w], x, key, row):
+            return j
+        hv[j] = hv[w]
+        hk[j] = hk[w]
+        hr[j] = hr[w]
+        j = w
+
+
+@njit(cache=True)
+def _pool_block(a, b, mode, boost, positive, is_graph, include_graph, order_key, start, end, hv, hk, hr, size):  # pragma: no cover - compiled
+    """Offer rows ``start:end`` to a bounded heap (root: its worst member) of capacity
+    ``hv.size`` holding ``size``. A row's value is ``_lex_at(a, b, ...)`` (``a`` alone with
+    mode 1); it qualifies when eligible and finite (``positive`` False) or > 0 (True).
+    Returns the new size and whether any row qualified."""
+    cap = hv.size
+    found = False
+    for i in range(start, end):
+        if not include_graph and is_graph[i]:
+            continue
+        x = _lex_at(a, b, i, mode, boost)
+        if positive:
+            if not x > 0.0:
+                continue
+        elif not x - x == 0.0:
+            continue
+        found = True
+        if size == cap:
+            if cap == 0 or x < hv[0]:
+                continue
+            key = order_key[i]
+            if not _before(x, key, i, hv[0], hk[0], hr[0]):
+                continue
+            j = _sift_down(hv, hk, hr, size, x, key, i)  # replace the root
+        else:
+            key = order_key[i]
+            j = size  # append, sift up
+            size += 1
+            while j > 0:
+                p = (j - 1) // 2
+                if not _before(hv[p], hk[p], hr[p], x, key, i):
+                    break
+                hv[j] = hv[p]
+                hk[j] = hk[p]
+                hr[j] = hr[p]
+                j = p
+        hv[j] = x
+        hk[j] = key
+        hr[j] = i
+    return size, found
+
+
+@njit(cache=True)
+def _drain(hv, hk, hr, size):  # pragma: no cover - compiled
+    """Heap-sort a pool: its rows, best first."""
+    for end in range(size - 1, 0, -1):
+        x, key, row = hv[end], hk[end], hr[end]  # the root moves to ``end``; sift ``row`` down from 0
+        hv[end], hk[end], hr[end] = hv[0], hk[0], hr[0]
+        j = _sift_down(hv, hk, hr, end, x, key, row)
+        hv[j] = x
+        hk[j] = key
+        hr[j] = row
+    return hr[:size].copy()
+
+
+_BLOCK = 64  # rows per block of the scan's vectorised pre-filter
+
+
+@njit(cache=True, inline="always")
+def _entry_threshold(hv, size, any_hit, thr):  # pragma: no cover - compiled
+    """A pool's entry threshold after a block: a full pool's worst value (nothing below it
+    enters); NaN (nothing reaches it) for a pool of capacity 0 once a hit answered its
+    any_* question; else unchanged."""
+    if hv.size == 0:
+        return np.nan if any_hit else thr
+    return hv[0] if size == hv.size else thr
+
+
+@njit(cache=True)
+def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
+    """One pass: the top ``n_vec`` eligible rows by finite cosine and the top ``n_lex`` by
+    lexical score > 0, each best first (as :func:`_top`), and whether any eligible row has
+    a finite cosine / a positive lexical score.
+
+    Rows go block by block: a branch-free count of the values that reach each pool's entry
+    threshold (which the compiler vectorises) skips most blocks once the pools are full;
+    the rest are offered row by row."""
+    n = cosine.size
+    vh = np.empty(max(0, min(n_vec, n)))
+    vk = np.empty(vh.size, dtype=np.int64)
+    vr = np.empty(vh.size, dtype=np.int64)
+    lh = np.empty(max(0, min(n_lex, n)))
+    lk = np.empty(lh.size, dtype=np.int64)
+    lr = np.empty(lh.size, dtype=np.int64)
+    vs = 0
+    ls = 0
+    # entry thresholds: a full pool's worst value (nothing below it enters); NaN, which
+    # nothing reaches, once a path without a pool has answered its any_* question
+    vthr = -np.inf
+    lthr = 5e-324  # the least positive double: lexical > 0
+    any_vec = False
+    any_lex = False
+    for start in range(0, n, _BLOCK):
+        end = min(start + _BLOCK, n)
+        hits = 0
+        if vthr == vthr:
+            for i in range(start, end):
+                if cosine[i] >= vthr:
+                    hits += 1
+        if hits:
+            vs, found = _pool_block(cosine, cosine, 1, 1.0, False, is_graph, include_graph, order_key, start, end, vh, vk, vr, vs)
+            any_vec |= found
+            vthr = _entry_threshold(vh, vs, any_vec, vthr)
+        if mode == 0 or lthr != lthr:
+            continue
+        hits = 0
+        if mode == 3:
+            for i in range(start, end):
+                if bm25[i] + boost * fuzzy[i] >= lthr:
+                    hits += 1
+        elif mode == 1:
+            for i in range(start, end):
+                if bm25[i] >= lthr:
+                    hits += 1
+        else:
+            for i in range(start, end):
+                if boost * fuzzy[i] >= lthr:
+                    hits += 1
+        if hits:
+            ls, found = _pool_block(bm25, fuzzy, mode, boost, True, is_graph, include_graph, order_key, start, end, lh, lk, lr, ls)
+            any_lex |= found
+            lthr = _entry_threshold(lh, ls, any_lex, lthr)
+    return _drain(vh, vk, vr, vs), _drain(lh, lk, lr, ls), any_vec, any_lex
+
+
+@njit(cache=True)
+def _union(vec_top, lex_top, bm25, fuzzy, mode, boost):  # pragma: no cover - compiled
+    """Ascending union of two row sets, membership flags, and the rows' lexical scores."""
+    codes = np.empty(vec_top.size + lex_top.size, dtype=np.int64)
+    for j in range(vec_top.size):
+        codes[j] = vec_top[j] * 2
+    for j in range(lex_top.size):
+        codes[vec_top.size + j] = lex_top[j] * 2 + 1
+    codes.sort()
+    rows = np.empty(codes.size, dtype=np.int64)
+    in_vec = np.zeros(codes.size, dtype=np.bool_)
+    in_lex = np.zeros(codes.size, dtype=np.bool_)
+    m = -1
+    for j in range(codes.size):
+        r = codes[j] >> 1
+        if m < 0 or rows[m] != r:
+            m += 1
+            rows[m] = r
+        if codes[j] & 1:
+            in_lex[m] = True
+        else:
+            in_vec[m] = True
+    m += 1
+    lex = np.empty(m)
+    for j in range(m):
+        lex[j] = _lex_at(bm25, fuzzy, rows[j], mode, boost)
+    return rows[:m].copy(), in_vec[:m].copy(), in_lex[:m].copy(), lex
+
+
+@njit(cache=True)
+def _select(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
+    vec_top, lex_top, any_vec, any_lex = _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex)
+    rows, in_vec, in_lex, lex = _union(vec_top, lex_top, bm25, fuzzy, mode, boost)
+    return rows, in_vec, in_lex, lex, vec_top.size, lex_top.size, any_vec, any_lex
+
+
+def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
+    """Candidate rows (union of the pools), the weights, and the lexical scores (steps 1-3).
+
+    Unpacks as ``rows, weights, lexical, member``.
+    """
+    # A pool can only get weight when it does with both paths hit (_weights is monotone in
+    # its hit flags), so pools not even then possible are not built; any that was built
+    # and then gets weight 0 is dropped below.
+    wv_max, wl_max, _ = _weights(frame, cfg, True, True)
+    n_vec = math.ceil(k * cfg.vector_pool_multiplier) if wv_max > 0 else 0
+    n_lex = math.ceil(k * cfg.lexical_pool_multiplier) if wl_max > 0 else 0
+    mode = _lex_mode(cfg)
+    rows, in_vec, in_lex, lex, got_vec, got_lex, any_vec, any_lex = _select(
+        frame.cosine, frame.bm25, frame.fuzzy, frame.is_graph, frame.order_key,
+        mode, float(cfg.fuzzy_boost), bool(cfg.include_graph_docs), max(n_vec, 0), max(n_lex, 0),
+    )
+    wv, wl, reason = _weights(frame, cfg, any_vec, any_lex)
+    if (got_vec and not wv > 0) or (got_lex and not wl > 0):
+        in_vec &= wv > 0
+        in_lex &= wl > 0
+        keep = in_vec | in_lex
+        rows, in_vec, in_lex, lex = rows[keep], in_vec[keep], in_lex[keep], lex[keep]
+    blend = cfg.rerank_blend if (cfg.use_reranker and frame.rerank_ok) else 0.0
+    weights = Weights(
+        w_vec=wv,
+        w_lex=wl,
+        reason=reason,
+        rerank_blend=blend,
+        w_relevance=cfg.w_relevance,
+        w_recency=cfg.w_recency if cfg.use_recency else 0.0,
+        w_confidence=cfg.w_confidence if cfg.use_confidence else 0.0,
+    )
+    return Pools(rows, weights, {"vector_pool": in_vec, "lexical_pool": in_lex}, lex, frame, cfg)
+

@@ -1,0 +1,479 @@
+"""The recall pipeline: rewrite -> entities -> signals -> fusion (spec, end to end).
+
+:class:`Recaller` owns one corpus (a project's memories, or one scoped corpus of a
+benchmark): a BM25 index, a vector index, the entity graph and an anchor checker.
+:meth:`Recaller.signals` extracts every signal for one query;
+:func:`memofs.ranking.fusion.fuse` combines them. ``now`` is always injected (argument or clock);
+scoring never reads the wall clock itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memofs.signals.anchors import AnchorChecker
+from memofs.signals.bm25 import BM25Index
+from memofs.ranking.config import RecallConfig
+from memofs.signals.embedders.base import Embedder
+from memofs.signals.embedders.select import SafeEmbedder
+from memofs.ranking.fusion import fuse
+from memofs.ranking.pools import Fused, pools
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import Memory
+from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
+from memofs.text.rewrite import rewrite_query
+from memofs.signals.frame import ContextColumns, SignalFrame, context_columns, kind_code
+from memofs.text.tokenize import tokenize_simple
+from memofs.signals.vector_index import VectorIndex
+
+log = logging.getLogger(__name__)
+
+GRAPH_PREFIX = "graph:"
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    id: str
+    text: str
+    score: float
+    memory: Memory | None
+    explain: dict[str, Any] | None = None
+
+
+class _Stopwatch:
+    """``with stage(name):`` adds the block's wall time to ``profile[name]`` (no-op when None)."""
+
+    def __init__(self, profile: dict[str, float] | None) -> None:
+        self.profile = profile
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.profile is None:
+            yield
+            return
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.profile[name] = self.profile.get(name, 0.0) + time.perf_counter() - t0
+
+
+class Recaller:
+    """Hybrid recall over one corpus.
+
+    ``embedder``: an :class:`~memofs.signals.embedders.base.Embedder`, or None for lexical-only.
+    It is wrapped so a failure never reaches the caller (spec zero-key tier 2).
+    ``reranker``: defaults to :class:`DeterministicFallbackReranker`.
+    ``clock``: returns "now" when :meth:`recall` gets none.
+    """
+
+    def __init__(
+        self,
+        config: RecallConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        graph: EntityGraph | None = None,
+        anchor_root: Path | str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.config = config or RecallConfig()
+        self.embedder = SafeEmbedder(embedder)
+        self.reranker: Reranker = reranker or DeterministicFallbackReranker(self.config.fuzzy_partial)
+        self.graph = graph or EntityGraph()
+        self.anchors = AnchorChecker(anchor_root)
+        self.clock = clock
+        self._memories: dict[str, Memory] = {}
+        self._vectors: VectorIndex | None = None
+        self._lexical: dict[tuple[float, float, float], BM25Index] = {}
+        # the fallback reranker's overlap for *every* document (SignalFrame for the harness)
+        # comes from a second index over its own tokens; online recall scores only the pool
+        # and never builds it
+        self._rerank_index: BM25Index | None = None
+        self._rerank_rows: tuple[tuple[str, ...], NDArray[np.int64]] | None = None  # (ids it aligns, rows)
+        self._graph_docs: dict[str, str] = {}
+        self._columns: dict[int, _CorpusColumns] = {}
+        self.refresh_graph()
+
+    # --- corpus ---------------------------------------------------------------------
+    @property
+    def memories(self) -> dict[str, Memory]:
+        return self._memories
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def _texts(self) -> Iterable[tuple[str, str]]:
+        yield from ((m.id, m.text) for m in self._memories.values())
+        yield from self._graph_docs.items()
+
+    def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
+        key = (cfg.k1, cfg.b, cfg.fuzzy_partial)
+        idx = self._lexical.get(key)
+        if idx is None:
+            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
+            idx.add_many(self._texts())
+            self._lexical[key] = idx
+        return idx
+
+    def add(self, memories: Iterable[Memory], vectors: NDArray[np.float32] | None = None) -> None:
+        """Add or replace memories. ``vectors`` (one row per memory) skips embedding;
+        otherwise the embedder encodes the texts, and a failure leaves them without
+        vectors (lexical-only for those memories) rather than raising."""
+        mems = list(memories)
+        for m in mems:
+            if not isinstance(m.text, str) or not m.id:
+                raise ValueError(f"memory {m.id!r}: needs a non-empty id and str text")
+            self._memories[m.id] = m
+        pairs = [(m.id, m.text) for m in mems]
+        for idx in self._lexical.values():
+            idx.add_many(pairs)
+        if self._rerank_index is not None:
+            self._rerank_index.add_many(pairs)
+        if vectors is None and mems and self.embedder.available:
+            vectors = self.embedder.encode([m.text for m in mems])
+        if vectors is not None and len(mems):
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if self._vectors is None:
+                self._vectors = VectorIndex(vectors.shape[1])
+            self._vectors.upsert([m.id for m in mems], vectors)
+        self._invalidate()
+
+    def remove(self, ids: Iterable[str]) -> None:
+        ids = [i for i in ids if i in self._memories]
+        for i in ids:
+            del self._memories[i]
+        for idx in self._lexical.values():
+            idx.remove(ids)
+        if self._rerank_index is not None:
+            self._rerank_index.remove(ids)
+        if self._vectors is not None:
+            self._vectors.remove(ids)
+        self._invalidate()
+
+    def disable_vectors(self) -> None:
+        """Go lexical-only (zero-key tier 2): drop the embedder and any stored vectors."""
+        self.embedder = SafeEmbedder(None)
+        self._vectors = None
+        self._invalidate()
+
+    def refresh_graph(self) -> None:
+        """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
+        old = list(self._graph_docs)
+        self._graph_docs = dict(self.graph.bm25_documents())
+        for idx in self._lexical.values():
+            idx.remove(old)
+            idx.add_many(self._graph_docs.items())
+        if self._rerank_index is not None:
+            self._rerank_index.remove(old)
+            self._rerank_index.add_many(self._graph_docs.items())
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._columns.clear()
+        self._rerank_rows = None
+
+    # --- signals --------------------------------------------------------------------
+    def _layout(self, idx: BM25Index) -> _CorpusColumns:
+        """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
+        cols = self._columns.get(id(idx))
+        if cols is None:
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
+            self._columns[id(idx)] = cols
+        return cols
+
+    def _rerank_all(self, text: str, ids: tuple[str, ...]) -> NDArray[np.float64]:
+        """The fallback reranker's overlap for every document, aligned with ``ids``: the
+        fuzzy term of an index over the reranker's tokens (equal, bit for bit, to
+        :meth:`DeterministicFallbackReranker.score` of each text)."""
+        if self._rerank_index is None:
+            self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.reranker.partial)
+            self._rerank_index.add_many(self._texts())
+            self._rerank_rows = None
+        # lexical indexes of different (k1, b) may order the same documents differently
+        if self._rerank_rows is None or self._rerank_rows[0] is not ids:
+            pos = {d: i for i, d in enumerate(self._rerank_index.ids)}
+            self._rerank_rows = (ids, np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids)))
+        return self._rerank_index.score(text).fuzzy[self._rerank_rows[1]]
+
+    def _text_of(self, doc_id: str) -> str:
+        mem = self._memories.get(doc_id)
+        return mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+
+    def _now(self, now: datetime | None) -> datetime:
+        if now is not None:
+            return now
+        if self.clock is None:
+            raise ValueError("recall needs 'now': pass now=... or give the Recaller a clock")
+        return self.clock()
+
+    def query_text(self, query: str, task_type: str | None = None, cfg: RecallConfig | None = None):
+        """The rewritten recall query and the resolved entities (spec "Task-aware biasing",
+        "Entity-boost"): entities resolved on the expanded terms feed their terms back.
+        ``cfg.entity_match`` picks the resolution rule (recall tokens, or upstream's raw
+        substrings, see :meth:`EntityGraph.resolve_entities`)."""
+        cfg = cfg or self.config
+        task = task_type or cfg.task_type
+        rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon)
+        resolved = (self.graph.resolve_entities(rq.expanded_terms, match=cfg.entity_match)
+                    if self.graph.active_nodes() else [])
+        if resolved and cfg.use_entity_boost:
+            rq = rewrite_query(query, task, use_task=cfg.use_rewrite, use_lexicon=cfg.use_lexicon, extra_terms=self.graph.expansion_terms(resolved))
+        return rq, resolved
+
+    def signals(
+        self,
+        query: str,
+        *,
+        task_type: str | None = None,
+        now: datetime | None = None,
+        config: RecallConfig | None = None,
+        profile: dict[str, float] | None = None,
+    ) -> SignalFrame:
+        """Every signal of every document for ``query`` (see :class:`SignalFrame`).
+
+        ``profile``, when given, accumulates seconds per stage (the benchmarks read it).
+        Online :meth:`recall` computes the rerank overlap and the anchor drift for its
+        candidate pool only; this frame has them for every document (the harness caches it).
+        """
+        cfg = config or self.config
+        stage = _Stopwatch(profile)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True)
+        if frame.rerank_ok:
+            with stage("rerank overlap"):
+                frame.rerank[:] = self._rerank_all(frame.query_text, frame.ids)
+        self._drift(frame, cols, np.arange(len(frame)), stage)
+        return frame
+
+    def _extract(self, query: str, task_type: str | None, now: datetime | None, cfg: RecallConfig,
+                 stage: _Stopwatch, context: bool) -> tuple[SignalFrame, _CorpusColumns]:
+        """The frame with every signal the pools need (lexical, cosine, age, ...), and the
+        corpus columns; the rerank overlap (NaN) and drift (False) wait for
+        :meth:`signals` or the pool. ``context``: attach the corpus's
+        :class:`~memofs.signals.frame.ContextColumns` (only the learned fusion reads them)."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        now = self._now(now)
+        with stage("rewrite + entities"):
+            rq, resolved = self.query_text(query, task_type, cfg)
+        text = rq.text
+        with stage("frame build"):
+            idx = self._lexical_index(cfg)
+            cols = self._layout(idx)
+            ids = cols.ids
+            age = np.subtract(now.timestamp(), cols.created_ts)  # in place: one array, not three
+            age /= 86400.0
+            np.maximum(age, 0.0, out=age)
+            n = len(ids)
+        with stage("lexical (BM25 + fuzzy)"):
+            lex = idx.score(text)
+        cosine: NDArray[np.float64] | None = None
+        vector_ok = False
+        notes: list[str] = []
+        if self._vectors is not None and len(self._vectors) and text.strip():
+            with stage("query embedding"):
+                qv = self.embedder.encode([text])
+            if qv is None:
+                notes.append(f"embedder {self.embedder.name} failed: lexical only")
+            else:
+                vector_ok = True
+                with stage("vector cosine"):
+                    cosine = cols.cosines(self._vectors.row_scores(qv[0]))
+        elif not self.embedder.available:
+            notes.append("no embedder: lexical only")
+        with stage("frame build"):
+            return SignalFrame(
+                ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy,
+                cosine=cosine if cosine is not None else np.full(n, np.nan), rerank=np.full(n, np.nan),
+                age_days=age, confidence=cols.confidence, kind=cols.kind, stale=np.zeros(n, dtype=bool),
+                is_graph=cols.is_graph, query_text=text, vector_ok=vector_ok,
+                rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
+                entities=tuple(resolved), notes=notes, context=cols.context if context else None,
+            ), cols
+
+    def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
+        """Mark the anchored documents among ``rows`` whose anchors drifted (spec drift)."""
+        if self.anchors.root is None or not cols.anchored.any():
+            return
+        with stage("anchor check"):
+            for i in rows[cols.anchored[rows]].tolist():
+                drift = self.anchors.drift(self._memories[frame.ids[i]].anchors)
+                if drift is not None:
+                    frame.stale[i] = True
+                    frame.stale_reasons[frame.ids[i]] = str(drift)
+
+    # --- recall ---------------------------------------------------------------------
+    def _rerank_pool(self, frame: SignalFrame, cfg: RecallConfig, rows: NDArray[np.int64]) -> None:
+        """Score the candidate pool with the reranker; a failing reranker skips the fold."""
+        if not cfg.use_reranker or rows.size == 0 or not frame.query_text.strip():
+            return
+        texts = [self._text_of(frame.ids[r]) for r in rows.tolist()]
+        try:
+            scores = np.asarray(self.reranker.score(frame.query_text, texts), dtype=np.float64)
+            if scores.shape != (rows.size,):
+                raise ValueError(f"reranker returned shape {scores.shape}, expected ({rows.size},)")
+        except Exception as exc:  # a failing reranker never breaks recall
+            log.warning("reranker %s failed (%s); fold skipped", getattr(self.reranker, "name", "?"), exc)
+            frame.notes.append(f"reranker failed: {exc}")
+            frame.rerank_ok = False
+            return
+        frame.rerank[rows] = scores
+        frame.rerank_ok = True
+
+    def recall(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        task_type: str | None = None,
+        now: datetime | None = None,
+        explain: bool = False,
+        config: RecallConfig | None = None,
+        profile: dict[str, float] | None = None,
+    ) -> list[RecallResult]:
+        """The top ``k`` memories for ``query`` (default ``config.top_k``); ``profile`` as in
+        :meth:`signals`. The candidate pools come first; the rerank overlap and the anchor
+        check then run on the pool alone (they never change which documents are in it)."""
+        cfg = config or self.config
+        k = cfg.top_k if k is None else k
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        stage = _Stopwatch(profile)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned")
+        with stage("fusion"):
+            pool = pools(frame, cfg, k)
+        blend_ready = frame.rerank_ok
+        with stage("rerank overlap"):
+            self._rerank_pool(frame, cfg, pool.rows)
+        self._drift(frame, cols, pool.rows, stage)
+        with stage("fusion"):
+            # a model reranker turns the blend on only now: the weights are then recomputed
+            fused = fuse(frame, cfg, k, candidates=pool if frame.rerank_ok == blend_ready else None)
+        with stage("results"):
+            return self._results(frame, fused, explain)
+
+    def _results(self, frame: SignalFrame, fused: Fused, explain: bool) -> list[RecallResult]:
+        out = []
+        for pos, row in enumerate(fused.rows.tolist()):
+            doc_id = frame.ids[row]
+            mem = self._memories.get(doc_id)
+            text = mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem, explain_row(frame, fused, pos) if explain else None))
+        return out
+
+
+def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
+    """Every signal, weight and penalty behind one result (``recall(explain=True)``)."""
+    p = {name: v[pos] for name, v in fused.parts.items()}
+    doc_id = frame.ids[int(fused.rows[pos])]
+    w = fused.weights
+
+    def num(x: Any) -> float | None:
+        x = float(x)
+        return None if np.isnan(x) else round(x, 6)
+
+    penalties = []
+    if p["stale"]:
+        penalties.append({"name": "stale_anchor", "factor": float(p["stale_factor"]), "reason": frame.stale_reasons.get(doc_id, "anchor drifted")})
+    if p["unverified"]:
+        penalties.append({"name": "unverified_kind", "factor": float(p["unverified_factor"]), "reason": "older than its kind's expiry floor"})
+    return {
+        "signals": {
+            "bm25": num(p["bm25"]), "fuzzy": num(p["fuzzy"]), "lexical": num(p["lexical"]),
+            "lexical_saturated": num(p["lexical_saturated"]), "cosine": num(p["cosine"]), "rerank": num(p["rerank"]),
+            "recency": num(p["recency"]), "confidence": num(p["confidence"]),
+        },
+        "weights": {
+            "w_vec": w.w_vec, "w_lex": w.w_lex, "dynamic": w.reason, "rerank_blend": w.rerank_blend,
+            "w_relevance": w.w_relevance, "w_recency": w.w_recency, "w_confidence": w.w_confidence,
+        },
+        "components": {
+            "base_before_rerank": num(p["base_before_rerank"]), "base": num(p["base"]),
+            "composite": num(p["composite"]), "penalty_factor": num(p["penalty"]), "final": float(fused.scores[pos]),
+        },
+        "penalties": penalties,
+        "pools": {"vector": bool(p["vector_pool"]), "lexical": bool(p["lexical_pool"])},
+        "query": frame.query_text,
+    }
+
+
+@dataclass(frozen=True)
+class _CorpusColumns:
+    """Per-document columns that do not depend on the query, aligned with a BM25 index."""
+
+    ids: tuple[str, ...]
+    order_key: NDArray[np.int64]
+    created_ts: NDArray[np.float64]  # POSIX seconds; NaN when unknown (recency then 0.5)
+    confidence: NDArray[np.float64]
+    kind: NDArray[np.int64]
+    is_graph: NDArray[np.bool_]
+    vector_rows: NDArray[np.int64]  # row in the vector index, -1 when the document has none
+    anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
+    namespaces: tuple[str | None, ...] = ()  # None for a graph document
+    texts: tuple[str, ...] = ()
+
+    @cached_property
+    def context(self) -> ContextColumns:
+        """Session neighbours and text facts (:func:`memofs.signals.frame.context_columns`), built
+        on first use: online recall needs them only for the learned fusion."""
+        return context_columns(self.ids, self.namespaces, self.created_ts, self.texts)
+
+    @cached_property
+    def _vector_layout(self) -> tuple[int, int] | NDArray[np.int64]:
+        """How vector rows map onto ``ids``: ``(start, m)`` when documents ``start ..
+        start+m-1`` hold vector rows ``0 .. m-1`` and no other document has one (graph
+        documents first, then every memory: the usual corpus), else the documents that have one."""
+        has = np.flatnonzero(self.vector_rows >= 0)
+        m = has.size
+        if m and has[-1] - has[0] == m - 1 and np.array_equal(self.vector_rows[has], np.arange(m)):
+            return int(has[0]), m
+        return has
+
+    def cosines(self, row_scores: NDArray[np.float32]) -> NDArray[np.float64]:
+        """Vector-index scores (row order) as a column aligned with ``ids``; NaN without a vector."""
+        out = np.full(len(self.ids), np.nan)
+        lay = self._vector_layout
+        if isinstance(lay, tuple):  # a block copy instead of a gather
+            start, m = lay
+            out[start:start + m] = row_scores[:m]
+        else:
+            out[lay] = row_scores[self.vector_rows[lay]]
+        return out
+
+    @classmethod
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
+        ids = idx.ids
+        n = len(ids)
+        created = np.full(n, np.nan)
+        conf = np.full(n, np.nan)
+        kind = np.empty(n, dtype=np.int64)
+        is_graph = np.zeros(n, dtype=bool)
+        anchored = np.zeros(n, dtype=bool)
+        for i, doc_id in enumerate(ids):
+            m = memories.get(doc_id)
+            if m is None:
+                is_graph[i] = True
+                kind[i] = kind_code("graph")
+                continue
+            kind[i] = kind_code(m.kind)
+            if m.created_at is not None:
+                created[i] = m.created_at.timestamp()
+            if m.confidence is not None:
+                conf[i] = m.confidence
+            anchored[i] = bool(m.anchors)
+        rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
+        mems = [memories.get(d) for d in ids]
+        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
+                   tuple(m.namespace if m is not None else None for m in mems),
+                   tuple(m.text if m is not None else "" for m in mems))

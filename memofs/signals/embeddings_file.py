@@ -1,0 +1,273 @@
+"""``.memofs/indexes/embeddings.jsonl``: the persisted vectors (spec "Signal 3").
+
+One JSON object per line:
+    {"id", "namespace", "embedder", "dim", "text_sha256", "vector": [...], "metadata": {...}}
+
+Rehydration reads vectors back without calling the embedder. Lines from another embedder
+or dimension are never loaded; they are reported so the caller re-embeds them. A
+truncated or corrupt *last* line (a crash mid-write by some other writer) is skipped with
+one warning; a corrupt line elsewhere is an error naming file, line and field.
+
+Writes rewrite the whole file into a temp file in the same directory, fsync it and
+``os.replace`` it over the old one, under an exclusive ``filelock`` lock: readers always see
+a complete file and concurrent writers serialise, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from filelock import FileLock
+from numpy.typing import NDArray
+
+from memofs.files import safe_json
+from memofs.signals.embedders.base import Embedder
+from memofs.signals.vector_index import DEFAULT_NAMESPACE, VectorIndex
+
+log = logging.getLogger("memofs.embeddings_file")
+
+DEFAULT_PATH = Path(".memofs") / "indexes" / "embeddings.jsonl"
+_TMP_PREFIX = ".embeddings-tmp-"
+
+
+class EmbeddingsFileError(ValueError):
+    """A malformed line that is not the last one (not explainable by a crash mid-write)."""
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class EmbeddingRecord:
+    """One chunk's vector and where it came from."""
+
+    id: str
+    vector: NDArray[np.float32]
+    embedder: str
+    text_sha256: str
+    namespace: str = DEFAULT_NAMESPACE
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vector.shape[0])
+
+    def to_json(self) -> str:
+        # float32 -> Python float is exact, and repr round-trips, so load() gives the same bits
+        return json.dumps(
+            {
+                "id": self.id,
+                "namespace": self.namespace,
+                "embedder": self.embedder,
+                "dim": self.dim,
+                "text_sha256": self.text_sha256,
+                "vector": np.asarray(self.vector, dtype=np.float32).tolist(),
+                "metadata": self.metadata,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line not loaded: ``reason`` is "truncated", "other-embedder" or "other-dim"."""
+
+    line: int
+    reason: str
+    id: str | None = None
+    embedder: str | None = None
+    dim: int | None = None
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    loaded: int
+    embedded: int
+    removed: int
+    skipped: tuple[SkippedLine, ...]
+
+
+_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("id", str),
+    ("namespace", str),
+    ("embedder", str),
+    ("dim", int),
+    ("text_sha256", str),
+    ("vector", list),
+    ("metadata", dict),
+)
+
+
+class EmbeddingsFile:
+    """Reader/writer for one embeddings.jsonl; a sibling ``<name>.lock`` serialises writers."""
+
+    def __init__(self, path: str | Path = DEFAULT_PATH, lock_timeout_s: float = 60.0) -> None:
+        self.path = Path(path)
+        self.lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+
+    # -- reading ----------------------------------------------------------------------
+    def _parse(self, raw: bytes, lineno: int) -> tuple[str, dict[str, Any]]:
+        """The decoded line and its object (UTF-8, depth and fields checked)."""
+        where = f"{self.path}:{lineno}"
+        try:
+            text = safe_json.decode_utf8(raw, where)
+            obj = safe_json.parse(text, where, expect=dict)
+        except safe_json.JSONFileError as exc:
+            raise EmbeddingsFileError(str(exc)) from None
+        for name, kind in _FIELDS:
+            value = obj.get(name)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise EmbeddingsFileError(f"{where}: field '{name}' is missing or not a {getattr(kind, '__name__', kind)}")
+        if len(obj["vector"]) != obj["dim"]:
+            raise EmbeddingsFileError(f"{where}: field 'vector' has {len(obj['vector'])} values but dim is {obj['dim']}")
+        return text, obj
+
+    def _iter(self, skipped: list[SkippedLine]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """(line number, raw line, parsed dict) for every valid line, streamed in file order
+        with one line of look-ahead (only the last line may be a crash leftover)."""
+        try:
+            fd, _ = safe_json.open_regular(self.path)  # a FIFO is refused, never read
+        except FileNotFoundError:
+            return
+        with os.fdopen(fd, "rb") as fh:
+            pending: tuple[int, bytes] | None = None
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                if pending is not None:
+                    yield (pending[0], *self._parse(pending[1], pending[0]))
+                pending = (lineno, raw.rstrip(b"\r\n"))
+            if pending is not None:
+                try:
+                    text, obj = self._parse(pending[1], pending[0])
+                except EmbeddingsFileError as exc:
+                    log.warning("skipping truncated or corrupt last line: %s", exc)
+                    skipped.append(SkippedLine(line=pending[0], reason="truncated"))
+                    return
+                yield pending[0], text, obj
+
+    def _scan(self) -> tuple[list[tuple[int, str, dict[str, Any]]], list[SkippedLine]]:
+        skipped: list[SkippedLine] = []
+        return list(self._iter(skipped)), skipped
+
+    def read_all(self) -> tuple[list[tuple[int, dict[str, Any]]], list[SkippedLine]]:
+        """Every valid line as (line number, dict), in file order."""
+        rows, skipped = self._scan()
+        return [(n, obj) for n, _, obj in rows], skipped
+
+    def load(self, embedder_name: str, dim: int) -> tuple[list[EmbeddingRecord], list[SkippedLine]]:
+        """Records written by ``embedder_name`` at ``dim``; other lines come back as skipped."""
+        skipped: list[SkippedLine] = []
+        by_id: dict[str, EmbeddingRecord] = {}
+        for lineno, _, obj in self._iter(skipped):
+            if obj["embedder"] != embedder_name or obj["dim"] != dim:
+                reason = "other-embedder" if obj["embedder"] != embedder_name else "other-dim"
+                skipped.append(SkippedLine(line=lineno, reason=reason, id=obj["id"], embedder=obj["embedder"], dim=obj["dim"]))
+                continue
+            try:
+                vec = np.asarray(obj["vector"], dtype=np.float32)
+            except (TypeError, ValueError) as exc:
+                raise EmbeddingsFileError(f"{self.path}:{lineno}: field 'vector' is not numeric") from exc
+            by_id[obj["id"]] = EmbeddingRecord(
+                id=obj["id"], vector=vec, embedder=obj["embedder"], text_sha256=obj["text_sha256"],
+                namespace=obj["namespace"], metadata=obj["metadata"],
+            )
+        return list(by_id.values()), skipped
+
+    # -- writing ----------------------------------------------------------------------
+    def _write_lines(self, lines: Iterable[str]) -> None:
+        """Temp file in the same directory + fsync + os.replace + directory fsync."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                for line in lines:
+                    fh.write(line)
+                    fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; store files are ordinary project files
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _current(self) -> dict[str, str]:
+        """id -> raw line of the file as it is now (caller holds the lock)."""
+        # temp files left by a writer that died: we hold the lock, so none is in use
+        for stale in self.path.parent.glob(_TMP_PREFIX + "*"):
+            stale.unlink(missing_ok=True)
+        rows, _ = self._scan()
+        return {obj["id"]: raw for _, raw, obj in rows}
+
+    def upsert(self, records: Sequence[EmbeddingRecord]) -> None:
+        """Insert or replace records by id (one line per chunk), atomically."""
+        with self.lock:
+            current = self._current()
+            for rec in records:
+                current[rec.id] = rec.to_json()
+            self._write_lines(current.values())
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Delete lines by id, atomically; returns how many were removed."""
+        drop = set(ids)
+        with self.lock:
+            current = self._current()
+            kept = {k: v for k, v in current.items() if k not in drop}
+            if len(kept) != len(current):
+                self._write_lines(kept.values())
+            return len(current) - len(kept)
+
+    # -- sync ------------------------------------------------------------------------
+    def sync(
+        self,
+        index: VectorIndex,
+        texts_by_id: Mapping[str, str],
+        embedder: Embedder,
+        namespaces: Mapping[str, str] | None = None,
+        metadata: Mapping[str, dict[str, Any]] | None = None,
+    ) -> SyncReport:
+        """Make file and index hold exactly ``texts_by_id``: reuse stored vectors whose text
+        hash matches, embed only new or changed texts (one encode call), drop the rest."""
+        namespaces = namespaces or {}
+        metadata = metadata or {}
+        with self.lock:
+            stored, skipped = self.load(embedder.name, embedder.dim)
+            by_id = {r.id: r for r in stored}
+            todo = [i for i, t in texts_by_id.items() if i not in by_id or by_id[i].text_sha256 != text_sha256(t)]
+            fresh: list[EmbeddingRecord] = []
+            if todo:
+                vectors = embedder.encode([texts_by_id[i] for i in todo])
+                for i, vec in zip(todo, vectors, strict=True):
+                    fresh.append(EmbeddingRecord(
+                        id=i, vector=np.asarray(vec, dtype=np.float32), embedder=embedder.name,
+                        text_sha256=text_sha256(texts_by_id[i]),
+                        namespace=namespaces.get(i, DEFAULT_NAMESPACE), metadata=dict(metadata.get(i, {})),
+                    ))
+            keep = {i: by_id[i] for i in texts_by_id if i in by_id}
+            keep.update({r.id: r for r in fresh})
+            stale_ids = [i for i in index.ids if i not in texts_by_id]
+            removed = len(set(by_id) - set(texts_by_id)) + sum(1 for s in skipped if s.id and s.id not in texts_by_id)
+            if fresh or removed or any(s.reason == "truncated" or s.id in texts_by_id for s in skipped):
+                self._write_lines(keep[i].to_json() for i in texts_by_id if i in keep)
+        index.remove(stale_ids)
+        if keep:
+            ids = list(keep)
+            index.upsert(ids, np.vstack([keep[i].vector for i in ids]), [keep[i].namespace for i in ids])
+        return SyncReport(loaded=len(stored), embedded=len(fresh), removed=removed, skipped=tuple(skipped))

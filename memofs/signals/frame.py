@@ -1,0 +1,165 @@
+"""Per-query, per-candidate signals: the *extraction* half of the pipeline.
+
+A :class:`SignalFrame` holds one row per document of a corpus for one query: raw BM25,
+fuzzy overlap, cosine, rerank overlap, age, confidence, kind, drift and graph flags. It is
+produced once per (query, signal settings) by :meth:`memofs.ranking.recall.Recaller.signals` and
+combined by :func:`memofs.ranking.fusion.fuse`, online and in the harness alike.
+
+It also carries query-independent *context* columns (:class:`ContextColumns`, from
+:func:`context_columns`): each memory's neighbours in its session, and facts about its text.
+Only the learned fusion reads them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from memofs.files.records import MEMORY_KINDS
+
+#: kind codes: the seven upstream kinds, then "other" (graph documents, unknown kinds)
+KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(MEMORY_KINDS)}
+OTHER_KIND = len(MEMORY_KINDS)
+
+
+def kind_code(kind: str) -> int:
+    return KIND_CODES.get(kind, OTHER_KIND)
+
+
+# --------------------------------------------------------------------------- context columns
+
+_WORD = re.compile(r"\w+")
+_DIGITS = re.compile(r"(\d+)")
+#: a memory that mentions a moment: relative expressions, weekdays, month names, years
+TIME_MENTION = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|recently|weekend|"
+    r"last\s+(night|week|month|year|weekend|summer|winter|spring|fall|time)|next\s+(week|month|year|weekend)|"
+    r"this\s+(week|month|year|weekend|morning|evening)|(19|20)\d\d|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.I,
+)
+
+
+def natural_key(doc_id: str) -> tuple[str | int, ...]:
+    """``"D1:10"`` -> ``("D", 1, ":", 10, "")``: digit runs compare as numbers (``re.split`` with a
+    group alternates text and digits, so any two keys compare)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(doc_id)))
+
+
+@dataclass(frozen=True)
+class ContextColumns:
+    """Query-independent per-document context, aligned with a corpus.
+
+    * ``session``: a code per (namespace, UTC calendar day of ``created_at``); a document
+      without ``created_at`` (or a graph document) is a session of its own.
+    * ``prev_row`` / ``next_row``: the document remembered just before / after in the same
+      session, in the order ``(created_at, natural id, id)``; -1 at a session's ends.
+    * ``n_words``: ``\\w+`` tokens of the text; ``is_question``: the text contains ``?``;
+      ``has_time``: the text mentions a moment (:data:`TIME_MENTION`).
+    """
+
+    prev_row: NDArray[np.int64]
+    next_row: NDArray[np.int64]
+    session: NDArray[np.int64]
+    n_words: NDArray[np.float64]
+    is_question: NDArray[np.bool_]
+    has_time: NDArray[np.bool_]
+
+    def take(self, rows: NDArray[np.int64], n: int) -> ContextColumns:
+        """Restricted to ``rows`` of an ``n``-row corpus; a neighbour left out becomes -1."""
+        pos = np.full(n + 1, -1, dtype=np.int64)  # pos[-1] == -1 keeps "none" as none
+        pos[rows] = np.arange(rows.size)
+        return ContextColumns(pos[self.prev_row[rows]], pos[self.next_row[rows]], self.session[rows],
+                              self.n_words[rows], self.is_question[rows], self.has_time[rows])
+
+
+def context_columns(ids: Sequence[str], namespaces: Sequence[str | None], created_ts: NDArray[np.float64],
+                    texts: Sequence[str]) -> ContextColumns:
+    """:class:`ContextColumns` of a corpus (``namespaces[i]`` None: a graph document;
+    ``created_ts``: POSIX seconds, NaN when unknown). Natural id keys are computed only to
+    break ties of equal ``created_at`` within a session (a store's turns saved together)."""
+    n = len(ids)
+    ts = np.asarray(created_ts, dtype=np.float64)
+    day = np.floor(np.nan_to_num(ts) / 86400.0)
+    keys: dict[tuple, int] = {}
+    session = np.fromiter(
+        (keys.setdefault((None, i) if namespaces[i] is None or math.isnan(ts[i]) else (namespaces[i], day[i]), len(keys)) for i in range(n)),
+        dtype=np.int64, count=n)
+    id_rank = np.empty(n, dtype=np.int64)
+    id_rank[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(n)
+    ts0 = np.nan_to_num(ts)
+    order = np.lexsort((id_rank, ts0, session))
+    s_o, t_o = session[order], ts0[order]
+    starts = np.flatnonzero(np.r_[True, (s_o[1:] != s_o[:-1]) | (t_o[1:] != t_o[:-1])])
+    lengths = np.diff(np.r_[starts, n])
+    for a, m in zip(starts[lengths > 1].tolist(), lengths[lengths > 1].tolist(), strict=True):
+        order[a:a + m] = sorted(order[a:a + m].tolist(), key=lambda i: (natural_key(ids[i]), ids[i]))
+    prev_row = np.full(n, -1, dtype=np.int64)
+    next_row = np.full(n, -1, dtype=np.int64)
+    linked = np.flatnonzero(session[order][1:] == session[order][:-1])
+    prev_row[order[linked + 1]] = order[linked]
+    next_row[order[linked]] = order[linked + 1]
+    return ContextColumns(
+        prev_row, next_row, session,
+        np.array([len(_WORD.findall(t)) for t in texts], dtype=np.float64),
+        np.array(["?" in t for t in texts], dtype=bool),
+        np.array([TIME_MENTION.search(t) is not None for t in texts], dtype=bool),
+    )
+
+
+@dataclass
+class SignalFrame:
+    """Columnar signals, every array aligned with ``ids``.
+
+    Missing values are NaN: ``cosine`` (no vector for that document, or no query vector),
+    ``rerank`` (reranker unavailable, failed, or not run for that document), ``age_days``
+    (no ``created_at``), ``confidence`` (not given).
+    """
+
+    ids: tuple[str, ...]
+    order_key: NDArray[np.int64]
+    bm25: NDArray[np.float64]
+    fuzzy: NDArray[np.float64]
+    cosine: NDArray[np.float64]
+    rerank: NDArray[np.float64]
+    age_days: NDArray[np.float64]
+    confidence: NDArray[np.float64]
+    kind: NDArray[np.int64]
+    stale: NDArray[np.bool_]
+    is_graph: NDArray[np.bool_]
+    query_text: str = ""
+    vector_ok: bool = False
+    rerank_ok: bool = False
+    stale_reasons: dict[str, str] = field(default_factory=dict)
+    entities: tuple = ()
+    notes: list[str] = field(default_factory=list)
+    context: ContextColumns | None = None  # None: not computed (learned context features are then 0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, rows: NDArray[np.int64]) -> SignalFrame:
+        """The frame restricted to ``rows`` (e.g. a query's scoped corpus)."""
+        arr = {
+            name: getattr(self, name)[rows]
+            for name in ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
+        }
+        ids = tuple(self.ids[i] for i in rows.tolist())
+        keep = set(ids)
+        return SignalFrame(
+            ids=ids,
+            **arr,
+            query_text=self.query_text,
+            vector_ok=self.vector_ok,
+            rerank_ok=self.rerank_ok,
+            stale_reasons={k: v for k, v in self.stale_reasons.items() if k in keep},
+            entities=self.entities,
+            notes=list(self.notes),
+            context=self.context.take(rows, len(self)) if self.context is not None else None,
+        )

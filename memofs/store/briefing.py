@@ -1,0 +1,460 @@
+"""The context briefing: recall packed into a hard byte budget (spec "The context
+briefing"; upstream-facts.md section 9).
+
+Layout: sections ``"## <title>\\n\\n<body>"`` joined by ``"\\n\\n"``; every size is UTF-8
+bytes and every cut lands on a character boundary.
+
+1. Non-negotiable, first: the Directive (fixed text), then Core Memory (trimmed core.md).
+   *Deviation from upstream*, which packs both in full even past the budget: the cap is
+   hard here. When core.md does not fit in ``max_bytes - directive - footer reserve``,
+   its body is cut at a character boundary and ends with the notice
+   ``[Core memory truncated to <a> of <b> bytes to fit the <cap>-byte briefing]``; the
+   negotiable sections then get nothing (their cursors still let the agent expand them).
+2. ``remaining = max(0, max_bytes - used - reserve)``. For each non-empty negotiable
+   section in the order entities (weight 2), recall (3), recent (1), notes (1):
+   stop when ``remaining <= 0``; ``share = floor(remaining * weight / W)`` with ``W`` the
+   weight sum of all non-empty negotiable sections (fixed while ``remaining`` shrinks);
+   ``body budget = share - heading bytes - separator bytes``; pack the body whole if it
+   fits, else compressed (:func:`compress`); ``remaining -= actual cost``.
+3. Compact mode renders at most 3 recall items, 3 recent events and 3 notes (all
+   entities); the untruncated lists go to the :class:`~memofs.store.cursor.ContextCache`.
+   A footer line per section with hidden items carries its cursor:
+   ``↳ expand (<n> more): memofs.context(section="<s>", expand="<cursor>")``. The footer
+   is reserved before packing (second pass, only when something is hidden), so the cap
+   holds with it.
+4. :func:`expand_context` returns the Directive plus one section, titled
+   ``<title> (expanded)``, from the cache only (no re-query), under 64,000 bytes.
+
+Items are structured (one string per memory / event / entity) instead of re-split from
+text on blank lines or newlines as upstream does, so multi-line memories stay whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memofs.files import secrets
+from memofs.store.cursor import SECTIONS, ContextCache, CursorError, cache_key
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import InvalidInputError
+
+HARD_CAP = 8192
+EXPAND_BUDGET = 64_000
+MIN_BUDGET = 1024
+MAX_BUDGET = 262_144
+SEPARATOR = "\n\n"
+
+DIRECTIVE_TITLE = "How to use MemoFS context"
+DIRECTIVE = (
+    "1. Treat this memory as the project's source of truth; prefer it over guesses.\n"
+    "2. Recall before answering: search memory with specific terms (memofs.recall).\n"
+    "3. Persist decisions and discoveries with memofs.remember, giving a kind and a confidence.\n"
+    "4. Never store secrets (keys, tokens, passwords); such writes are refused."
+)
+CORE_TITLE = "Core Memory"
+TITLES: dict[str, str] = {
+    "entities": "Entities",
+    "recall": "Relevant Recall",
+    "recent": "Recent Memory Events",
+    "notes": "Notes Memory",
+}
+WEIGHTS: dict[str, int] = {"entities": 2, "recall": 3, "recent": 1, "notes": 1}
+COMPACT_SHOWN: dict[str, int | None] = {"entities": None, "recall": 3, "recent": 3, "notes": 3}
+ITEM_SEP: dict[str, str] = {"entities": "\n", "recall": "\n\n", "recent": "\n", "notes": "\n"}
+HINTS: dict[str, str] = {
+    "entities": "entity detail",
+    "recall": "recall fragment(s)",
+    "recent": "recent event(s)",
+    "notes": "note(s)",
+}
+OUTLINE_PREVIEWS = 5
+PREVIEW_CHARS = 80
+
+
+# ---------------------------------------------------------------------- bytes
+def nbytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` with at most ``max_bytes`` UTF-8 bytes (whole characters)."""
+    if max_bytes <= 0:
+        return ""
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text
+    # a cut inside a multi-byte sequence leaves an incomplete tail, which "ignore" drops
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def section_text(title: str, body: str) -> str:
+    return f"## {title}\n\n{body}"
+
+
+# ---------------------------------------------------------------------- compression
+_NUMBER = re.compile(r"^\s*\d+\.\s*")
+
+
+def preview(item: str) -> str:
+    """First line, leading ``N.`` and ``- `` stripped, at most 80 characters (77 + ``...``)."""
+    first = item.strip().split("\n", 1)[0]
+    first = _NUMBER.sub("", first)
+    if first.startswith("- "):
+        first = first[2:]
+    first = first.strip()
+    return first if len(first) <= PREVIEW_CHARS else first[: PREVIEW_CHARS - 3] + "..."
+
+
+def outline(omitted: Sequence[str]) -> str:
+    """The omitted-items outline (spec "The context briefing")."""
+    lines = [f' ↳ "{preview(it)}"' for it in omitted[:OUTLINE_PREVIEWS]]
+    if len(omitted) > OUTLINE_PREVIEWS:
+        lines.append(f" ↳ and {len(omitted) - OUTLINE_PREVIEWS} more items...")
+    return (
+        f"[Omitted {len(omitted)} items to fit context budget:\n"
+        + "\n".join(lines)
+        + "\nTo view these, run recall with specific search terms]"
+    )
+
+
+def _short_notice(omitted: Sequence[str]) -> str:
+    return f"[Omitted {len(omitted)} items due to context budget limits]"
+
+
+def _with_tail(head: str, tail: str) -> str:
+    return f"{head}{SEPARATOR}{tail}" if head else tail
+
+
+@dataclass(frozen=True)
+class Compressed:
+    body: str
+    shown: int  # items shown whole
+    omitted: int
+    mode: str  # "full" | "outline" | "notice" | "truncated" | "empty"
+
+
+def compress(items: Sequence[str], sep: str, budget: int) -> Compressed:
+    """Fit ``items`` (rank order) into ``budget`` bytes.
+
+    Whole items are taken greedily while ``included + outline(rest)`` fits; the last
+    item needs to fit alone. If no outline fits, the same greedy pass with the notice
+    ``[Omitted <M> items due to context budget limits]`` (upstream uses the notice
+    without items); if that does not fit either,
+    the joined text cut to ``budget - notice`` bytes plus
+    ``[Section truncated to <budget> bytes]``; if even the notice is too long, nothing."""
+    items = [it for it in items if it.strip()]
+    full = sep.join(items)
+    if nbytes(full) <= budget:
+        return Compressed(full, len(items), 0, "full")
+    for tail, mode in ((outline, "outline"), (_short_notice, "notice")):
+        included: list[str] = []
+        for i, item in enumerate(items):
+            rest = items[i + 1:]
+            head = sep.join([*included, item])
+            if nbytes(_with_tail(head, tail(rest)) if rest else head) > budget:
+                break
+            included.append(item)
+        rest = items[len(included):]
+        body = _with_tail(sep.join(included), tail(rest))
+        if nbytes(body) <= budget:
+            return Compressed(body, len(included), len(rest), mode)
+    notice = f"{SEPARATOR}[Section truncated to {budget} bytes]"
+    room = budget - nbytes(notice)
+    if room <= 0:
+        return Compressed("", 0, len(items), "empty")
+    cut = truncate_utf8(full, room).rstrip()
+    return Compressed(cut + notice, 0, len(items), "truncated")
+
+
+# ---------------------------------------------------------------------- packing
+@dataclass
+class SectionInfo:
+    name: str
+    title: str
+    bytes: int  # cost including the separator before it
+    total: int  # items available (cached list)
+    shown: int  # items shown whole
+    omitted: int  # items in the outline / notice
+    mode: str
+
+
+@dataclass
+class Packed:
+    text: str
+    sections: list[SectionInfo]
+
+
+@dataclass(frozen=True)
+class Negotiable:
+    name: str
+    items: list[str]  # what compact mode renders, rank order
+    total: int  # length of the untruncated list
+
+
+def _cost(first: bool, text: str) -> int:
+    return nbytes(text) + (0 if first else len(SEPARATOR))
+
+
+def pack(core: str, negotiable: Sequence[Negotiable], max_bytes: int, reserve: int = 0) -> Packed:
+    """Pack directive, core and the negotiable sections into ``max_bytes - reserve``."""
+    parts: list[str] = []
+    infos: list[SectionInfo] = []
+    directive = section_text(DIRECTIVE_TITLE, DIRECTIVE)
+    used = _cost(True, directive)
+    parts.append(directive)
+    infos.append(SectionInfo("directive", DIRECTIVE_TITLE, used, 1, 1, 0, "full"))
+    if used + reserve > max_bytes:
+        raise InvalidInputError(f"budget {max_bytes} bytes cannot hold the directive ({used} bytes)")
+    core = core.strip()
+    if core:
+        room = max_bytes - reserve - used - len(SEPARATOR) - nbytes(section_text(CORE_TITLE, ""))
+        body, mode = core, "full"
+        if nbytes(core) > room:
+            notice = f"{SEPARATOR}[Core memory truncated to {{a}} of {nbytes(core)} bytes to fit the {max_bytes}-byte briefing]"
+            keep = room - nbytes(notice.format(a=room))
+            cut = truncate_utf8(core, keep).rstrip() if keep > 0 else ""
+            body = cut + notice.format(a=nbytes(cut)) if keep > 0 else ""
+            mode = "truncated"
+        if body and nbytes(body) <= room:
+            text = section_text(CORE_TITLE, body)
+            cost = _cost(False, text)
+            parts.append(text)
+            used += cost
+            infos.append(SectionInfo("core", CORE_TITLE, cost, 1, int(mode == "full"), 0, mode))
+    remaining = max(0, max_bytes - used - reserve)
+    live = [s for s in negotiable if s.items]
+    total_weight = sum(WEIGHTS[s.name] for s in live)
+    for s in live:
+        title = TITLES[s.name]
+        if remaining <= 0:
+            infos.append(SectionInfo(s.name, title, 0, s.total, 0, 0, "dropped"))
+            continue
+        share = remaining * WEIGHTS[s.name] // total_weight
+        body_budget = max(0, share - nbytes(section_text(title, "")) - len(SEPARATOR))
+        comp = compress(s.items, ITEM_SEP[s.name], body_budget)
+        if not comp.body:
+            infos.append(SectionInfo(s.name, title, 0, s.total, 0, 0, "dropped"))
+            continue
+        text = section_text(title, comp.body)
+        cost = _cost(False, text)
+        parts.append(text)
+        remaining -= cost
+        infos.append(SectionInfo(s.name, title, cost, s.total, comp.shown, comp.omitted, comp.mode))
+    return Packed(SEPARATOR.join(parts), infos)
+
+
+# ---------------------------------------------------------------------- results
+@dataclass
+class Briefing:
+    """A packed briefing: ``text`` never exceeds ``budget`` UTF-8 bytes."""
+
+    text: str
+    budget: int
+    sections: list[SectionInfo]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    expandable: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    query: str = ""
+
+    @property
+    def bytes(self) -> int:
+        return nbytes(self.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text, "bytes": self.bytes, "budget": self.budget, "query": self.query,
+            "sections": [asdict(s) for s in self.sections], "items": self.items,
+            "expandable": self.expandable, "warnings": self.warnings,
+        }
+
+
+def footer_line(section: str, more: int | None, cursor: str) -> str:
+    count = f" ({more} more)" if more else ""
+    return f'↳ expand{count}: memofs.context(section="{section}", expand="{cursor}")'
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_recall(results: Sequence[Any]) -> list[str]:
+    """``"<n>. <text>\\n score: <score>"``; a drifted anchor adds ``(stale: <reason>)``."""
+    items = []
+    for i, r in enumerate(results, start=1):
+        line = f"{i}. {r.text.strip()}\n score: {r.score:.4f}"
+        pen = (r.explain or {}).get("penalties", [])
+        stale = [p["reason"] for p in pen if p.get("name") == "stale_anchor"]
+        if stale:
+            line += f" (stale: {stale[0]})"
+        items.append(line)
+    return items
+
+
+def render_events(events: Sequence[dict[str, Any]]) -> list[str]:
+    """``"- <timestamp|unknown> <type|memory>: <summary>"``."""
+    return [
+        f"- {e.get('timestamp') or 'unknown'} {e.get('type') or 'memory'}: {_one_line(str(e.get('summary') or ''))}"
+        for e in events
+    ]
+
+
+def render_notes(memories: Sequence[Any]) -> list[str]:
+    """Note-kind memories, newest first: ``"- <date> <text on one line>"``."""
+    notes = [m for m in memories if m.kind == "note"]
+    notes.sort(key=lambda m: (m.created_at is not None, m.created_at), reverse=True)
+    return [f"- {m.created_at.date().isoformat() if m.created_at else 'undated'} {_one_line(m.text)}" for m in notes]
+
+
+def _check_budget(max_bytes: int) -> int:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not MIN_BUDGET <= max_bytes <= MAX_BUDGET:
+        raise InvalidInputError(f"budget must be an integer in [{MIN_BUDGET}, {MAX_BUDGET}] bytes; got {max_bytes!r}")
+    return max_bytes
+
+
+def build_context(
+    recaller: Any,
+    *,
+    query: str,
+    core: str,
+    events: Sequence[dict[str, Any]],
+    memories: Sequence[Any],
+    cache: ContextCache,
+    now: datetime,
+    task_type: str | None = None,
+    max_bytes: int = HARD_CAP,
+    limit: int | None = None,
+    state_key: object = None,
+) -> Briefing:
+    """A compact briefing for ``query`` capped at ``min(max_bytes, 8192)`` bytes.
+
+    ``events`` are the recent memory events, newest first; ``memories`` the store's
+    memories (notes come from them); ``state_key`` identifies the store state in the
+    cache key. The untruncated lists are cached under a 16-hex key."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query is required")
+    budget = min(_check_budget(max_bytes), HARD_CAP)
+    warnings: list[str] = []
+    rq, resolved = recaller.query_text(query, task_type)
+    entities = EntityGraph.render(resolved).split("\n") if resolved else []
+    fetch = max(limit or 20, 3)
+    try:
+        results = recaller.recall(query, fetch, task_type=task_type, now=now, explain=True)
+    except ValueError:
+        raise
+    except Exception as exc:  # the briefing degrades, it does not fail (upstream warning)
+        warnings.append(f"Recall failed: {exc}")
+        results = []
+    lists = {
+        "entities": entities,
+        "recall": render_recall(results),
+        "recent": render_events(list(events)[: max(6, limit or 5)]),
+        "notes": render_notes(memories),
+    }
+    key = cache_key(query, task_type, rq.expanded_terms, state_key)
+    negotiable = [
+        Negotiable(name, lists[name][: COMPACT_SHOWN[name]] if COMPACT_SHOWN[name] else lists[name], len(lists[name]))
+        for name in SECTIONS
+    ]
+    packed = pack(core, negotiable, budget)
+    hidden = _hidden(packed, lists)
+    footer: list[str] = []
+    if hidden:
+        # a query the secret gate would refuse is cached redacted (the cache put), and its
+        # terms are not cached at all: they are pieces of the secret
+        terms = [] if secrets.scan(query) else list(rq.expanded_terms)
+        cache.put(key, lists, {"query": query, "task_type": task_type, "expanded_terms": terms})
+        cursors = {name: cache.cursor(key, name) for name in SECTIONS if lists[name]}
+        reserve_lines = [footer_line(n, len(lists[n]), c) for n, c in cursors.items()]
+        reserve = nbytes(SEPARATOR + "\n".join(reserve_lines))
+        if reserve + nbytes(section_text(DIRECTIVE_TITLE, DIRECTIVE)) > budget:
+            reserve = 0  # no room for cursors at all: the briefing still holds the cap
+            cursors = {}
+        packed = pack(core, negotiable, budget, reserve)
+        hidden = _hidden(packed, lists)
+        footer = [footer_line(n, hidden[n], cursors[n]) for n in SECTIONS if n in hidden and n in cursors]
+    text = packed.text + (SEPARATOR + "\n".join(footer) if footer else "")
+    if nbytes(text) > budget:  # unreachable by construction; the cap is a hard invariant
+        text = truncate_utf8(text, budget)
+    expandable = [
+        {"section": n, "available": hidden[n], "hint": f"{hidden[n]} more {HINTS[n]}", "cursor": cursors[n]}
+        for n in SECTIONS if footer and n in hidden and n in cursors
+    ]
+    items = [
+        {"id": r.id, "text": r.text, "score": r.score}
+        for r in results[: COMPACT_SHOWN["recall"]]
+    ]
+    return Briefing(text, budget, packed.sections, items, expandable, warnings, query)
+
+
+def _hidden(packed: Packed, lists: dict[str, list[str]]) -> dict[str, int]:
+    """Per section, how many items of the untruncated list are not shown whole."""
+    shown = {s.name: s.shown for s in packed.sections}
+    out = {}
+    for name in SECTIONS:
+        more = len(lists[name]) - shown.get(name, 0)
+        if more > 0:
+            out[name] = more
+    return out
+
+
+def expand_context(cache: ContextCache, cursor: str, section: str | None = None,
+                   max_bytes: int = EXPAND_BUDGET) -> Briefing:
+    """Directive + the full cached ``section`` (default: the cursor's), under ``max_bytes``.
+
+    Never re-queries. Malformed, tampered, expired or unknown cursors raise
+    :class:`~memofs.store.cursor.CursorError`."""
+    budget = _check_budget(max_bytes)
+    entry, cursor_section = cache.resolve(cursor)
+    name = section or cursor_section
+    if name not in SECTIONS:
+        raise CursorError(f"section must be one of {', '.join(SECTIONS)}; got {name!r}")
+    items = entry.lists.get(name, [])
+    directive = section_text(DIRECTIVE_TITLE, DIRECTIVE)
+    title = f"{TITLES[name]} (expanded)"
+    parts = [directive]
+    infos = [SectionInfo("directive", DIRECTIVE_TITLE, nbytes(directive), 1, 1, 0, "full")]
+    if items:
+        room = budget - nbytes(directive) - len(SEPARATOR) - nbytes(section_text(title, ""))
+        comp = compress(items, ITEM_SEP[name], room)
+        if comp.body:
+            text = section_text(title, comp.body)
+            parts.append(text)
+            infos.append(SectionInfo(name, title, _cost(False, text), len(items), comp.shown, comp.omitted, comp.mode))
+    else:
+        text = section_text(title, "(nothing cached for this section)")
+        parts.append(text)
+        infos.append(SectionInfo(name, title, _cost(False, text), 0, 0, 0, "full"))
+    return Briefing(SEPARATOR.join(parts), budget, infos, [], [], [], str(entry.meta.get("query", "")))
+
+
+# ---------------------------------------------------------------------- store glue
+def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
+    """A recall result as JSON (CLI ``--json`` and the MCP tool)."""
+    m = r.memory
+    out: dict[str, Any] = {"id": r.id, "text": r.text, "score": r.score}
+    if m is not None:
+        out.update(kind=m.kind, created_at=m.created_at.isoformat() if m.created_at else None,
+                   confidence=m.confidence, tags=list(m.tags),
+                   anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
+    pen = (r.explain or {}).get("penalties", [])
+    out["stale"] = any(p.get("name") == "stale_anchor" for p in pen)
+    if explain:
+        out["explain"] = r.explain
+    return out
+
+
+def briefing_for(live: Any, cache: ContextCache, *, query: str, now: datetime, task_type: str | None = None,
+                 max_bytes: int = HARD_CAP, limit: int | None = None) -> Briefing:
+    """:func:`build_context` over a :class:`memofs.store.project.LiveStore` (core, events, memories)."""
+    state = live.state()
+    store = live.store
+    events, event_warnings = store.recent_events(20)
+    b = build_context(state.recaller, query=query, core=store.read_core(), events=events,
+                      memories=state.memories, cache=cache, now=now, task_type=task_type,
+                      max_bytes=max_bytes, limit=limit, state_key=store.signature())
+    b.warnings = [*state.warnings, *event_warnings, *b.warnings]
+    return b

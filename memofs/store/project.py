@@ -1,0 +1,711 @@
+"""The ``.memofs/`` store of one project: layout, crash-safe writes, loading, rehydration.
+
+Layout (created by :meth:`Store.init`; paths relative to the project root)::
+
+    .memofs/manifest.json                 version, projectId, createdAt, the paths below
+    .memofs/config.json                   projectId, recall overrides (RecallConfig fields)
+    .memofs/memory/core.md                the persistent project briefing (template)
+    .memofs/memory/memories.jsonl         one memory per line (append-only)
+    .memofs/events/memory-events.jsonl    one event per line (append-only)
+    .memofs/graph/nodes.jsonl             entity graph (rewritten: temp file + rename)
+    .memofs/graph/edges.jsonl
+    .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; temp + rename)
+    .memofs/tmp/                          context-cache file, torn-line leftovers
+    .memofs/.lock                         the store's cross-process write lock
+
+Durability rules:
+
+* Every write happens under the exclusive ``filelock`` lock ``.memofs/.lock``, so two
+  writers never interleave and nothing is lost.
+* JSONL appends write one whole line with a single ``os.write`` on an ``O_APPEND``
+  descriptor and ``fsync`` it before the lock is released.
+* A process killed mid-append can leave a torn last line. Loading skips it with a
+  warning (the store stays readable); the next writer, under the lock, moves the torn
+  bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
+  appending, so a torn line never ends up in the middle of a file. At most the write in
+  flight is lost.
+* Files that are rewritten (graph, embeddings, manifest, config) go through a temp file
+  in the same directory, ``fsync`` and ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from memofs.files import safe_json, secrets
+from memofs.files.atomic import atomic_write_text, fsync_dir
+from memofs.files.layout import STORE_DIR, Paths
+from memofs.signals.anchors import AnchorPathError, confine, hash_regular
+from memofs.ranking.config import RecallConfig
+from memofs.graph.extract import RuleBasedExtractor
+from memofs.graph.entity_graph import EntityGraph
+from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
+
+log = logging.getLogger("memofs.store")
+
+CORE_TEMPLATE = "# Core Memory\n\n## Identity\n\n## Stable Facts\n\n## Preferences\n\n## Constraints\n"
+MAX_TEXT_CHARS = 100_000
+MAX_TAGS = 50
+TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
+SUMMARY_CHARS = 160
+LOCK_TIMEOUT_S = 60.0
+MANIFEST_VERSION = "1"
+
+_MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
+
+
+class StoreError(RuntimeError):
+    """A store that is missing, malformed or cannot be written."""
+
+
+class StoreNotFoundError(StoreError):
+    """No ``.memofs/`` directory under the project root."""
+
+
+# ---------------------------------------------------------------------- low-level file I/O
+def append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line with a single write on an O_APPEND descriptor, then fsync.
+
+    The caller holds the store lock and has called :func:`repair_tail` first."""
+    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (signals, quotas)
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(path: Path, tmp_dir: Path) -> str | None:
+    """Make ``path`` end with a complete line before an append (caller holds the lock).
+
+    A last line without its newline is either a complete JSON object (the crash hit just
+    before the newline: the newline is added) or a torn write (its bytes are saved to
+    ``tmp_dir`` and cut off). Returns a warning, or None when the file was clean."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    with open(path, "rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return None
+        # find the start of the unterminated tail
+        block = 1 << 16
+        pos = size
+        start = 0
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            chunk = fh.read(step)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                start = pos + nl + 1
+                break
+        fh.seek(start)
+        tail = fh.read()
+        try:
+            safe_json.parse(tail, str(path), expect=dict)
+            complete = True
+        except safe_json.JSONFileError:
+            complete = False
+        if complete:
+            fh.seek(size)
+            fh.write(b"\n")
+            msg = f"{path}: last line lacked its newline; terminated it"
+        else:
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            saved = tmp_dir / f"torn-{path.name}-{os.getpid()}-{size}.bin"
+            saved.write_bytes(tail)
+            fh.truncate(start)
+            msg = f"{path}: cut a torn last line ({len(tail)} bytes, saved to {saved.name})"
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning(msg)
+    return msg
+
+
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """``[(line number, object)]`` and warnings. A malformed *last* line (a crash
+    mid-write) is skipped with a warning; a malformed line elsewhere raises
+    :class:`StoreError` naming the file and line. Blank lines are skipped."""
+    try:
+        data = safe_json.read_bytes(path)
+    except FileNotFoundError:
+        return [], []
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    warnings: list[str] = []
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            obj = safe_json.parse(raw, f"{path}:{i + 1}", expect=dict)
+        except safe_json.JSONFileError as exc:
+            if i == last:
+                msg = f"{exc.where}: skipped a torn last line (crash mid-write?): {exc.reason}"
+                log.warning(msg)
+                warnings.append(msg)
+                continue
+            raise StoreError(str(exc)) from None
+        rows.append((i + 1, obj))
+    return rows, warnings
+
+
+# ---------------------------------------------------------------------- records
+def iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(value: str) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        raise ValueError("timestamp has no timezone")
+    return dt
+
+
+def fingerprint(text: str) -> str:
+    """16 hex characters of SHA-256 (upstream ``fingerprint``)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def fnv1a32(text: str) -> str:
+    """32-bit FNV-1a of the UTF-8 bytes, as 8 hex characters (upstream event ids)."""
+    h = 0x811C9DC5
+    for byte in text.encode("utf-8"):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{h:08x}"
+
+
+def memory_to_json(m: Memory) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "text": m.text,
+        "kind": m.kind,
+        "created_at": iso(m.created_at) if m.created_at else None,
+        "confidence": m.confidence,
+        "tags": list(m.tags),
+        "namespace": m.namespace,
+        "anchors": [{"path": a.path, "sha256": a.sha256} for a in m.anchors],
+        "supersedes": list(m.supersedes),
+    }
+
+
+def memory_from_json(row: dict[str, Any], where: str) -> Memory:
+    """Validate one memories.jsonl row; errors name ``where`` (file:line) and the field."""
+
+    def bad(fld: str, why: str) -> StoreError:
+        return StoreError(f"{where}: field {fld!r} {why}")
+
+    for fld in ("id", "text"):
+        if not isinstance(row.get(fld), str) or not row[fld]:
+            raise bad(fld, "is missing or not a non-empty string")
+    if len(row["text"]) > MAX_TEXT_CHARS:
+        raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
+    kind = row.get("kind", "note")
+    if not isinstance(kind, str) or kind not in MEMORY_KINDS:
+        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+    created = row.get("created_at")
+    try:
+        created_at = parse_iso(created) if created is not None else None
+    except (TypeError, ValueError) as exc:
+        raise bad("created_at", f"is not an ISO timestamp with timezone ({exc})") from None
+    conf = row.get("confidence")
+    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1):
+        raise bad("confidence", f"must be a number in [0, 1] or null; got {conf!r}")
+    tags = row.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > MAX_TAGS:
+        raise bad("tags", f"must be a list of at most {MAX_TAGS} strings")
+    ns = row.get("namespace", "default")
+    if not isinstance(ns, str) or not ns:
+        raise bad("namespace", "must be a non-empty string")
+    anchors = []
+    raw_anchors = row.get("anchors", [])
+    if not isinstance(raw_anchors, list):
+        raise bad("anchors", "must be a list")
+    for j, a in enumerate(raw_anchors):
+        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not isinstance(a.get("sha256"), str):
+            raise bad(f"anchors[{j}]", "must be an object with string 'path' and 'sha256'")
+        anchors.append(Anchor(a["path"], a["sha256"]))
+    sup = row.get("supersedes", [])
+    if not isinstance(sup, list) or not all(isinstance(s, str) for s in sup):
+        raise bad("supersedes", "must be a list of strings")
+    extra = {k: v for k, v in row.items() if k not in _MEMORY_FIELDS}
+    return Memory(
+        id=row["id"], text=row["text"], kind=kind, created_at=created_at,
+        confidence=None if conf is None else float(conf), namespace=ns, tags=tuple(tags),
+        anchors=tuple(anchors), supersedes=tuple(sup), metadata=extra,
+    )
+
+
+@dataclass
+class LoadReport:
+    """Memories in file order (a repeated id: the later line wins) and load warnings."""
+
+    memories: list[Memory]
+    warnings: list[str] = field(default_factory=list)
+
+
+Clock = Callable[[], datetime]
+
+
+def wall_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInputError("memory text must be a non-empty string")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInputError(f"memory text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    return text.strip()
+
+
+def normalize_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Trimmed, de-duplicated (order kept), each matching ``^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$``, at most 50."""
+    out: dict[str, None] = {}
+    for t in tags:
+        if not isinstance(t, str):
+            raise InvalidInputError(f"tag {t!r} must be a string")
+        t = t.strip()
+        if not TAG_PATTERN.fullmatch(t):
+            raise InvalidInputError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
+        out.setdefault(t, None)
+    if len(out) > MAX_TAGS:
+        raise InvalidInputError(f"{len(out)} tags; the limit is {MAX_TAGS}")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- the store
+class Store:
+    """One project's ``.memofs/`` store. ``clock`` gives "now" for writes that get none."""
+
+    def __init__(self, root: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.paths = Paths(self.root)
+        self.clock = clock
+        self._lock = FileLock(str(self.paths.lock), timeout=LOCK_TIMEOUT_S)
+
+    # -- lifecycle -----------------------------------------------------------------
+    @classmethod
+    def init(cls, root: str | os.PathLike[str], *, project_id: str = "default", force: bool = False,
+             clock: Clock | None = None, now: datetime | None = None) -> Store:
+        """Create the layout; existing data files are kept. ``force`` rewrites core.md,
+        manifest.json and config.json with their defaults (memories are never erased)."""
+        store = cls(root, clock=clock)
+        if not store.root.is_dir():
+            raise StoreError(f"project root {store.root} is not a directory")
+        p = store.paths
+        for d in (p.dir, p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp):
+            d.mkdir(parents=True, exist_ok=True)
+        with store.lock():
+            stamp = iso(store._now(now))
+            if force or not p.core.exists():
+                atomic_write_text(p.core, CORE_TEMPLATE)
+            for f in (p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl", p.embeddings):
+                if not f.exists():
+                    f.touch()
+            if force or not p.manifest.exists():
+                manifest = {"version": MANIFEST_VERSION, "projectId": project_id, "createdAt": stamp,
+                            "updatedAt": stamp, **store._manifest_paths()}
+                atomic_write_text(p.manifest, json.dumps(manifest, indent=2) + "\n")
+            if force or not p.config.exists():
+                config = {"version": 1, "projectId": project_id, "recall": {}}
+                atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
+        return store
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], *, clock: Clock | None = None) -> Store:
+        store = cls(root, clock=clock)
+        if not store.paths.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {store.root}; run `memofs init` there first")
+        return store
+
+    def _manifest_paths(self) -> dict[str, dict[str, str]]:
+        p = self.paths
+        return {
+            "memory": {"core": p.rel(p.core), "memories": p.rel(p.memories)},
+            "events": {"memoryEvents": p.rel(p.events)},
+            "indexes": {"embeddings": p.rel(p.embeddings)},
+            "graph": {"nodes": p.rel(p.graph / "nodes.jsonl"), "edges": p.rel(p.graph / "edges.jsonl")},
+        }
+
+    def manifest_problems(self) -> list[str]:
+        """Every problem of manifest.json (JSON, version, projectId, timestamps, paths);
+        empty when it is valid or missing (a missing file is reported by its caller)."""
+        path = self.paths.manifest
+        try:
+            data = safe_json.load_file(path, expect=dict)
+        except FileNotFoundError:
+            return []
+        except (safe_json.JSONFileError, OSError) as exc:
+            return [str(exc)]
+        problems: list[str] = []
+
+        def bad(fld: str, why: str) -> None:
+            problems.append(f"{path}: field {fld!r} {why}")
+
+        if data.get("version") != MANIFEST_VERSION:
+            bad("version", f"must be {MANIFEST_VERSION!r}; got {data.get('version')!r}")
+        if not isinstance(data.get("projectId"), str) or not data["projectId"]:
+            bad("projectId", "must be a non-empty string")
+        for fld in ("createdAt", "updatedAt"):
+            try:
+                parse_iso(data.get(fld))
+            except (TypeError, ValueError) as exc:
+                bad(fld, f"is not an ISO timestamp with timezone ({exc})")
+        for section, fields in self._manifest_paths().items():
+            got = data.get(section)
+            if not isinstance(got, dict):
+                bad(section, "must be an object")
+                continue
+            for name, want in fields.items():
+                if got.get(name) != want:
+                    bad(f"{section}.{name}", f"must be {want!r}; got {got.get(name)!r}")
+        return problems
+
+    def lock(self) -> FileLock:
+        """The store's exclusive cross-process write lock (``.memofs/.lock``)."""
+        return self._lock
+
+    def _now(self, now: datetime | None) -> datetime:
+        if now is not None:
+            if now.tzinfo is None:
+                raise ValueError("now must be timezone-aware")
+            return now
+        if self.clock is None:
+            raise ValueError("this store has no clock: pass now=...")
+        return self.clock()
+
+    # -- config --------------------------------------------------------------------
+    def recall_config(self) -> RecallConfig:
+        """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated)."""
+        path = self.paths.config
+        try:
+            data = safe_json.load_file(path)
+        except FileNotFoundError:
+            return RecallConfig()
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
+        overrides = data.get("recall", {}) if isinstance(data, dict) else None
+        if not isinstance(overrides, dict):
+            raise StoreError(f"{path}: field 'recall' must be an object")
+        try:
+            return RecallConfig.from_dict(overrides)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{path}: field 'recall': {exc}") from None
+
+    # -- reading -------------------------------------------------------------------
+    def load(self) -> LoadReport:
+        """Every memory (see :class:`LoadReport`)."""
+        rows, warnings = read_jsonl(self.paths.memories)
+        by_id: dict[str, Memory] = {}
+        for lineno, row in rows:
+            m = memory_from_json(row, f"{self.paths.memories}:{lineno}")
+            by_id.pop(m.id, None)
+            by_id[m.id] = m
+        return LoadReport(list(by_id.values()), warnings)
+
+    def read_core(self) -> str:
+        try:
+            return safe_json.read_text(self.paths.core)
+        except FileNotFoundError:
+            return ""
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
+
+    def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
+        """The last ``n`` events, newest first, and load warnings."""
+        rows, warnings = read_jsonl(self.paths.events)
+        return [obj for _, obj in rows[-n:][::-1]] if n > 0 else [], warnings
+
+    def load_graph(self) -> EntityGraph:
+        try:
+            return EntityGraph.load(self.paths.graph)
+        except FileNotFoundError:
+            return EntityGraph()
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+
+    def signature(self) -> tuple:
+        """Changes whenever memories, graph or core change (size + mtime), for reloads."""
+        sig = []
+        for f in (self.paths.memories, self.paths.graph / "nodes.jsonl", self.paths.graph / "edges.jsonl", self.paths.core):
+            try:
+                st = f.stat()
+                sig.append((st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                sig.append(None)
+        return tuple(sig)
+
+    # -- writing -------------------------------------------------------------------
+    def anchor(self, rel: str) -> Anchor:
+        """An anchor on ``rel`` hashed now; the path is confined to the project root."""
+        full = confine(self.root, rel)
+        try:
+            digest, _ = hash_regular(full)
+        except (FileNotFoundError, NotADirectoryError):
+            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
+        except safe_json.NotRegularFileError:
+            raise AnchorPathError(f"anchor path is not a regular file: {rel!r}") from None
+        except OSError as exc:
+            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {rel!r}") from None
+        return Anchor(full.relative_to(self.root).as_posix(), digest)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        confidence: float | None = None,
+        tags: Iterable[str] = (),
+        anchors: Sequence[str] = (),
+        namespace: str = "default",
+        supersedes: Iterable[str] = (),
+        actor: str | None = None,
+        now: datetime | None = None,
+        embedder: Any = None,
+    ) -> Memory:
+        """Validate, gate secrets, hash anchors, then append the memory and its event and
+        extract graph facts, all under the store lock. With an ``embedder`` the vector is
+        computed before the lock and stored in embeddings.jsonl after it (best effort:
+        rehydration embeds whatever is missing)."""
+        text = _check_text(text)
+        tags = normalize_tags(tags)
+        supersedes, anchors = list(supersedes), list(anchors)
+        for what, values in (("supersedes", supersedes), ("anchor", anchors)):
+            if not all(isinstance(v, str) for v in values):
+                raise InvalidInputError(f"every {what} value must be a string")
+        if not isinstance(namespace, str):
+            raise InvalidInputError(f"namespace must be a string; got {type(namespace).__name__}")
+        secrets.check(text, *tags, *supersedes, *anchors, namespace)  # every field that is stored
+        if kind not in MEMORY_KINDS:
+            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+        if confidence is not None:
+            if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+            confidence = float(confidence)
+        if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace) or ".." in namespace:
+            raise InvalidInputError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
+        sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
+        anchored = tuple(self.anchor(a) for a in anchors)
+        when = self._now(now)
+        stamp = iso(when)
+        vector = None
+        if embedder is not None:
+            try:
+                vector = embedder.encode([text])[0]
+            except Exception as exc:  # the memory matters more than its vector
+                log.warning("embedding the new memory failed (%s); it will be embedded on the next load", exc)
+        p = self.paths
+        if not p.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
+        with self.lock():
+            for f in (p.memories, p.events):  # a FIFO here would block the append forever
+                if f.exists():
+                    safe_json.require_regular(f, f.stat())
+            repair_tail(p.memories, p.tmp)
+            repair_tail(p.events, p.tmp)
+            # ids are looked up as raw bytes (lines are written compactly by append_line):
+            # no JSON parsing of the whole file on every write
+            existing = safe_json.read_bytes(p.memories) if p.memories.exists() else b""
+            mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
+            salt = 0
+            while f'"id":"{mem_id}"'.encode() in existing:  # same text, same instant: still a new memory
+                salt += 1
+                mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
+            memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
+                            namespace=namespace, tags=tags, anchors=anchored, supersedes=sup)
+            append_line(p.memories, memory_to_json(memory))
+            append_line(p.events, self._created_event(memory, actor))
+            self._extract_graph([text])
+        if vector is not None:
+            from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+
+            try:
+                EmbeddingsFile(p.embeddings).upsert([EmbeddingRecord(
+                    id=mem_id, vector=vector, embedder=embedder.name, text_sha256=text_sha256(text),
+                    namespace=namespace, metadata={"kind": kind})])
+            except Exception as exc:
+                log.warning("could not store the vector of %s (%s); it will be re-embedded on load", mem_id, exc)
+        return memory
+
+    def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
+        """The ``memory.created`` event of ``memory`` (its id is derived, so a rebuilt
+        event equals the one the write would have appended)."""
+        stamp = iso(memory.created_at) if memory.created_at else ""
+        summary = memory.text[:SUMMARY_CHARS]
+        source = self.paths.rel(self.paths.memories)
+        return {
+            "id": "evt_" + fnv1a32(f"memory.created:{stamp}:{source}:{summary}"),
+            "type": "memory.created",
+            "timestamp": stamp,
+            "sourcePath": source,
+            "actor": {"type": "user", "id": actor} if actor else {"type": "agent", "id": "memofs"},
+            "summary": summary,
+            "metadata": {"id": memory.id, "kind": memory.kind, "tags": list(memory.tags)},
+        }
+
+    @staticmethod
+    def _facts(text: str) -> tuple[list[Any], list[Any]]:
+        return RuleBasedExtractor().extract(text[:250_000])
+
+    def _extract_graph(self, texts: Iterable[str]) -> None:
+        """Rule-based facts of ``texts`` merged into the graph files (caller holds the lock)."""
+        facts = [self._facts(t) for t in texts]
+        if not any(nodes for nodes, _ in facts):
+            return
+        graph = self.load_graph()
+        for nodes, edges in facts:
+            for node in nodes:
+                if node.id not in graph:  # a node keeps the first label seen
+                    graph.upsert_node(node)
+            for edge in edges:
+                graph.upsert_edge(edge)
+        graph.save(self.paths.graph)
+
+    # -- derived data ----------------------------------------------------------------
+    def orphan_temp_files(self) -> list[Path]:
+        """Temp files of rewrites that never finished (a writer killed before its rename)."""
+        p = self.paths
+        found = []
+        for d in (p.dir, p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp):
+            if d.is_dir():
+                found += [f for f in d.iterdir() if f.is_file() and f.name.startswith(".")
+                          and (f.name.endswith(".tmp") or f.name.startswith(".embeddings-tmp-"))]
+        return sorted(found)
+
+    def missing_derived(self, memories: Sequence[Memory]) -> tuple[list[Memory], list[Memory]]:
+        """``(memories without their memory.created event, memories whose graph facts are
+        missing)``: what a crash between the memory append and the event/graph writes leaves."""
+        rows, _ = read_jsonl(self.paths.events)
+        logged = {obj.get("metadata", {}).get("id") for _, obj in rows
+                  if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
+        graph = self.load_graph()
+        no_event = [m for m in memories if m.id not in logged]
+        no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])]
+        return no_event, no_facts
+
+    def repair(self) -> list[str]:
+        """Rebuild derived data from the durable record (memories.jsonl), under the lock:
+        remove orphan temp files, append missing ``memory.created`` events, merge missing
+        graph facts. Returns what was done, one line each."""
+        done: list[str] = []
+        with self.lock():
+            for f in self.orphan_temp_files():
+                size = f.stat().st_size
+                f.unlink()
+                done.append(f"removed orphan temp file {self.paths.rel(f)} ({size} bytes)")
+            memories = self.load().memories
+            no_event, no_facts = self.missing_derived(memories)
+            if no_event:
+                repair_tail(self.paths.events, self.paths.tmp)
+                for m in no_event:
+                    append_line(self.paths.events, self._created_event(m))
+                done.append(f"appended {len(no_event)} missing memory.created event(s)")
+            if no_facts:
+                self._extract_graph(m.text for m in no_facts)
+                done.append(f"re-extracted graph facts of {len(no_facts)} memory(ies)")
+        return done
+
+    def write_core(self, text: str) -> None:
+        """Replace core.md (secret-gated, LF line endings, atomic)."""
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        secrets.check(text)
+        with self.lock():
+            atomic_write_text(self.paths.core, text)
+
+
+# ---------------------------------------------------------------------- rehydration
+@dataclass
+class Rehydrated:
+    """A ready :class:`~memofs.ranking.recall.Recaller` and what loading it found."""
+
+    recaller: Any
+    memories: list[Memory]
+    warnings: list[str]
+    embedded: int = 0
+    loaded_vectors: int = 0
+
+
+def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
+              config: RecallConfig | None = None) -> Rehydrated:
+    """Load memories, graph and stored vectors into a Recaller with ``anchor_root`` = the
+    project root. Stored vectors whose text hash still matches are reused; only new or
+    changed texts are embedded (and written back). Without an embedder: lexical only."""
+    import numpy as np
+
+    from memofs.ranking.recall import Recaller
+
+    report = store.load()
+    graph = store.load_graph()
+    rec = Recaller(config or store.recall_config(), embedder=embedder, graph=graph,
+                   anchor_root=store.root, clock=clock or store.clock)
+    out = Rehydrated(rec, report.memories, list(report.warnings))
+    mems = report.memories
+    if embedder is None or not mems:
+        if mems:
+            rec.add(mems)
+        return out
+    from memofs.signals.embeddings_file import EmbeddingsFile
+    from memofs.signals.vector_index import VectorIndex
+
+    try:
+        index = VectorIndex(embedder.dim)
+        sync = EmbeddingsFile(store.paths.embeddings).sync(
+            index, {m.id: m.text for m in mems}, embedder,
+            namespaces={m.id: m.namespace for m in mems}, metadata={m.id: {"kind": m.kind} for m in mems})
+        vectors = np.vstack([index.vector(m.id) for m in mems])
+        out.embedded, out.loaded_vectors = sync.embedded, sync.loaded
+        out.warnings.extend(f"{store.paths.embeddings}:{s.line}: skipped ({s.reason})" for s in sync.skipped)
+    except Exception as exc:  # zero-key tier 2: never fail recall because of vectors
+        log.warning("vector rehydration failed (%s); recall continues lexical-only", exc)
+        out.warnings.append(f"vector rehydration failed: {exc}")
+        rec.disable_vectors()
+        vectors = None
+    rec.add(mems, vectors=vectors)
+    return out
+
+
+class LiveStore:
+    """A long-lived view (the MCP server): the Recaller is rebuilt whenever the store's
+    files change, including writes by other processes; vectors come from the file."""
+
+    def __init__(self, store: Store, *, embedder: Any = None, clock: Clock | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.clock = clock or store.clock
+        self._sig: tuple | None = None
+        self._state: Rehydrated | None = None
+
+    def state(self) -> Rehydrated:
+        sig = self.store.signature()
+        if self._state is None or sig != self._sig:
+            self._state = rehydrate(self.store, embedder=self.embedder, clock=self.clock)
+            self._sig = sig
+        return self._state
+
+    def remember(self, text: str, **kwargs: Any) -> Memory:
+        return self.store.remember(text, embedder=self.embedder, **kwargs)

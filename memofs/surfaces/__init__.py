@@ -1,0 +1,1 @@
+"""Surfaces: what users and agents touch: the CLI, the MCP server and generated agent files."""

@@ -1,0 +1,560 @@
+"""The ``memofs`` command line (typer).
+
+Human output by default, ``--json`` for machines. Exit codes (memofs/store/STORE.md):
+
+* 0: success; 1: an error the user can fix (bad input, a refused write, a damaged
+  store, a file that cannot be read), printed as one line ``memofs: error: <message>``
+  on stderr (``doctor`` also exits 1 when it finds problems);
+* 2: a usage error (unknown option, missing argument; click's message);
+* 3: an internal error of memofs itself, one line
+  ``memofs: internal error: <type>: <message> (run memofs doctor)``; never a traceback;
+* 130: interrupted (Ctrl-C), ``memofs: interrupted``.
+ ``--root``
+(default: the current directory) selects the project. ``MEMOFS_EMBEDDER=none`` gives
+lexical-only recall; otherwise the zero-key tiers of :mod:`memofs.signals.embedders.select`.
+``remember`` does not load the model unless ``MEMOFS_EMBED_ON_WRITE=1``: the next
+``recall``/``context`` embeds new memories once and persists their vectors.
+The wall clock is used here and only here; the library takes injected clocks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+
+from memofs.files.records import MEMORY_KINDS
+
+TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
+
+app = typer.Typer(
+    name="memofs",
+    help="MemoFS: project memory with hybrid recall (BM25 + fuzzy + vectors) and budgeted briefings.",
+    epilog=(
+        "Examples:\n\n"
+        "  memofs init\n\n"
+        "  memofs remember \"Use D1 for tenant metadata\" --kind decision --confidence 0.9 --anchor src/db.py\n\n"
+        "  memofs recall --query \"database driver\" -k 5 --explain\n\n"
+        "  memofs context --query \"login failure\" --task-type debug --budget 4096\n\n"
+        "  memofs generate agent claude --project-name \"My API\""
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+generate_app = typer.Typer(help="Generate agent files.", no_args_is_help=True)
+agent_app = typer.Typer(help="Generate agent instructions and MCP client configuration.", no_args_is_help=True)
+generate_app.add_typer(agent_app, name="agent")
+app.add_typer(generate_app, name="generate")
+
+
+@dataclass
+class Ctx:
+    root: Path
+
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+class CliError(Exception):
+    """An error to report in one line with exit code 1."""
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    typer.echo(f"memofs: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """What a user can cause: bad input, a damaged store, files that cannot be read or
+    written, a held lock. Anything else raised by memofs is an internal error."""
+    from memofs.signals.embeddings_file import EmbeddingsFileError
+    from memofs.files.records import InvalidInputError
+    from memofs.files.safe_json import JSONFileError
+    from memofs.store.project import StoreError
+
+    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    """One line: a user-caused error's message, or ``internal error: <type>: <message>``."""
+    if isinstance(exc, _user_errors()):
+        return _one_line(exc)
+    return f"internal error: {type(exc).__name__}: {_one_line(exc)}"
+
+
+def _guard(fn: Any) -> Any:
+    """The CLI's one error boundary: user-caused errors become ``memofs: error: ...``
+    (exit 1), anything else ``memofs: internal error: ...`` (exit 3), never a traceback."""
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        typer.echo("memofs: interrupted", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        if isinstance(exc, _user_errors()):
+            _fail(_one_line(exc))
+        logging.getLogger("memofs.cli").info("internal error", exc_info=True)  # the traceback with --verbose
+        typer.echo(f"memofs: {_describe(exc)} (run memofs doctor)", err=True)
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def env_flag(name: str) -> bool:
+    """A boolean environment variable, parsed strictly: 1/true/yes/on or 0/false/no/off
+    (or unset/empty); any other value is refused rather than guessed."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise CliError(f"{name}={raw!r} is not a boolean; use 1/true/yes/on or 0/false/no/off")
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _emit(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _store(ctx: typer.Context):
+    from memofs.store.project import Store, wall_clock
+
+    return Store.open(ctx.obj.root, clock=wall_clock)
+
+
+_DISABLED = frozenset({"none", "off", "0", "false", "disabled"})  # = memofs.signals.embedders.select.DISABLED
+
+
+def _embedder(load: bool = True) -> Any:
+    if os.environ.get("MEMOFS_EMBEDDER", "").strip().lower() in _DISABLED:
+        return None  # lexical-only; skip importing the embedder stack (fast CLI writes)
+    from memofs.signals.embedders.select import select_embedder
+
+    return select_embedder(os.environ, prewarm=load)
+
+
+def _live(ctx: typer.Context):
+    from memofs.store.project import LiveStore
+
+    return LiveStore(_store(ctx), embedder=_embedder())
+
+
+def _task(task_type: Optional[str]) -> Optional[str]:
+    if task_type is not None and task_type not in TASK_TYPES:
+        raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
+    return task_type
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    root: Path = typer.Option(Path("."), "--root", "-r", help="Project root (default: current directory)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log warnings and info to stderr."),
+) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="memofs: %(levelname)s: %(message)s")
+    ctx.obj = Ctx(root=root.expanduser())
+
+
+@app.command(epilog="Example:  memofs init --project-id my-api")
+def init(
+    ctx: typer.Context,
+    force: bool = typer.Option(False, "--force", "-f", help="Rewrite core.md, manifest.json, config.json with defaults."),
+    project_id: str = typer.Option("default", "--project-id", "-p", help="Project id recorded in the manifest."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Create the .memofs/ store in the project root (existing memories are kept)."""
+
+    def run() -> None:
+        from memofs.store.project import Store, wall_clock
+
+        store = Store.init(ctx.obj.root, project_id=project_id, force=force, clock=wall_clock)
+        if as_json:
+            _emit({"root": str(store.root), "store": str(store.paths.dir)})
+        else:
+            typer.echo(f"Initialized MemoFS store in {store.paths.dir}")
+
+    _guard(run)
+
+
+@app.command(epilog=(
+    "Examples:\n\n"
+    "  memofs remember \"API uses Postgres 16\" --kind decision --confidence 0.9 --tag db\n\n"
+    "  memofs remember \"Retry logic lives here\" --kind reference --anchor src/retry.py\n\n"
+    "  echo \"long text\" | memofs remember -"
+))
+def remember(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The memory text ('-' reads stdin)."),
+    kind: str = typer.Option("note", "--kind", "-k", help=f"One of: {', '.join(MEMORY_KINDS)}."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", "-c", help="Confidence in [0, 1]."),
+    anchor: list[str] = typer.Option([], "--anchor", "-a", help="File (relative to the root) the memory is about; repeatable."),
+    tag: list[str] = typer.Option([], "--tag", "-t", help="Tag; repeatable."),
+    supersedes: list[str] = typer.Option([], "--supersedes", help="Id of a memory this one replaces; repeatable."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Store a memory (secrets are refused; anchors are hashed now)."""
+
+    def run() -> None:
+        body = _read_stdin() if text == "-" else text
+        if kind not in MEMORY_KINDS:
+            raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+        store = _store(ctx)
+        # the model load costs seconds per command, so by default the CLI leaves embedding
+        # to the next recall (which embeds what is missing and persists it)
+        embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
+        m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
+                           supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder)
+        if as_json:
+            from memofs.store.project import memory_to_json
+
+            _emit(memory_to_json(m))
+        else:
+            typer.echo(f"Remembered {m.id} ({m.kind})")
+
+    _guard(run)
+
+
+@app.command(epilog=(
+    "Examples:\n\n"
+    "  memofs recall --query \"database driver\"\n\n"
+    "  memofs recall -q \"login failure\" --task-type debug -k 3 --explain --json"
+))
+def recall(
+    ctx: typer.Context,
+    query: str = typer.Option(..., "--query", "-q", help="What to look for."),
+    k: int = typer.Option(10, "-k", "--limit", min=1, max=100, help="How many results."),
+    task_type: Optional[str] = typer.Option(None, "--task-type", help=f"One of: {', '.join(TASK_TYPES)}."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    explain: bool = typer.Option(False, "--explain", help="Show every signal, weight and penalty."),
+) -> None:
+    """Hybrid recall over the project's memories."""
+
+    def run() -> None:
+        from memofs.store.briefing import result_dict
+
+        task = _task(task_type)
+        if not query.strip():
+            raise CliError("--query must not be empty")
+        live = _live(ctx)
+        state = live.state()
+        results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
+        rows = [result_dict(r, explain) for r in results]
+        if as_json:
+            _emit({"query": query, "results": rows, "warnings": state.warnings})
+            return
+        for w in state.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        if not rows:
+            typer.echo("No memories matched.")
+        for i, (r, row) in enumerate(zip(results, rows, strict=True), start=1):
+            kind = row.get("kind", "graph")
+            typer.echo(f"{i}. [{kind}] {r.score:.4f}  {r.id}")
+            typer.echo(f"   {' '.join(r.text.split())}")
+            if row["stale"]:
+                reason = next(p["reason"] for p in r.explain["penalties"] if p["name"] == "stale_anchor")
+                typer.echo(f"   STALE: {reason}")
+            if explain and r.explain:
+                e = r.explain
+                sig = ", ".join(f"{n}={v}" for n, v in e["signals"].items() if v is not None)
+                typer.echo(f"   signals: {sig}")
+                w = e["weights"]
+                typer.echo(f"   weights: vec={w['w_vec']} lex={w['w_lex']} ({w['dynamic']})")
+                c = e["components"]
+                typer.echo(f"   base={c['base']} composite={c['composite']} penalty={c['penalty_factor']} final={c['final']}")
+                for p in e["penalties"]:
+                    typer.echo(f"   penalty {p['name']} x{p['factor']}: {p['reason']}")
+
+    _guard(run)
+
+
+@app.command(epilog=(
+    "Examples:\n\n"
+    "  memofs context --query \"database decisions\" --task-type refactor\n\n"
+    "  memofs context --query \"auth\" --budget 2048 --json\n\n"
+    "  memofs context --expand <cursor> --section recall"
+))
+def context(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Option(None, "--query", "-q", help="The task or question."),
+    task_type: Optional[str] = typer.Option(None, "--task-type", help=f"One of: {', '.join(TASK_TYPES)}."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Byte budget (1024..8192 compact, default 8192; expand default 64000)."),
+    section: Optional[str] = typer.Option(None, "--section", help="Section to expand: entities, recall, recent, notes."),
+    expand: Optional[str] = typer.Option(None, "--expand", help="Expansion cursor from a briefing footer."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """A budgeted context briefing, or one section expanded from a cursor."""
+
+    def run() -> None:
+        from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, briefing_for, expand_context
+        from memofs.store.cursor import SECTIONS, FileContextCache
+
+        if section is not None and section not in SECTIONS:
+            raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {section!r}")
+        store = _store(ctx)
+        if expand is not None:
+            cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
+            b = expand_context(cache, expand, section, EXPAND_BUDGET if budget is None else budget)
+        else:
+            if not query or not query.strip():
+                raise CliError("--query is required (or --expand CURSOR)")
+            from memofs.store.project import LiveStore
+
+            live = LiveStore(store, embedder=_embedder())
+            cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
+            b = briefing_for(live, cache, query=query, now=store.clock(), task_type=_task(task_type),
+                             max_bytes=HARD_CAP if budget is None else budget)
+        b.warnings = [*cache.warnings, *b.warnings]  # a damaged cache was discarded
+        if as_json:
+            _emit(b.to_dict())
+            return
+        for w in b.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        typer.echo(b.text)
+
+    _guard(run)
+
+
+def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
+    """Store health facts and problems (``status`` and ``doctor``). Every check runs even
+    when an earlier one fails: each failure is one line in ``problems``. ``doctor``
+    (``load_embedder``) also checks the derived data a crash can leave incomplete."""
+    from memofs.signals.anchors import AnchorChecker
+    from memofs.signals.embeddings_file import EmbeddingsFile, text_sha256
+    from memofs.signals.embedders.select import DISABLED
+    from memofs.store.project import read_jsonl
+
+    store = _store(ctx)
+    p = store.paths
+    problems: list[str] = []
+    warnings: list[str] = []
+    info: dict[str, Any] = {"root": str(store.root), "store": str(p.dir)}
+
+    def check(step: Any, default: Any = None) -> Any:
+        try:
+            return step()
+        except Exception as exc:  # doctor reports every problem, it does not stop at one
+            problems.append(_describe(exc))
+            return default
+
+    for f in (p.manifest, p.config, p.core, p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl"):
+        if not f.exists():
+            problems.append(f"missing {p.rel(f)} (run `memofs init` to recreate it)")
+    problems.extend(store.manifest_problems())
+    check(store.recall_config)
+    report = check(store.load)
+    memories = report.memories if report is not None else []
+    warnings.extend(report.warnings if report is not None else [])
+    events = check(lambda: read_jsonl(p.events))
+    if events is not None:
+        warnings.extend(events[1])
+        info["events"] = len(events[0])
+    graph = check(store.load_graph)
+    if graph is not None:
+        info["graph"] = {"nodes": len(graph.nodes), "edges": len(graph.edges)}
+    info["memories"] = len(memories)
+    kinds: dict[str, int] = {}
+    for m in memories:
+        kinds[m.kind] = kinds.get(m.kind, 0) + 1
+    info["kinds"] = kinds
+    info["core_bytes"] = check(lambda: len(store.read_core().encode("utf-8")), 0)
+    checker = AnchorChecker(store.root)
+    stale = []
+    for m in memories:
+        d = checker.drift(m.anchors) if m.anchors else None
+        if d is not None:
+            stale.append({"id": m.id, "path": d.path, "change": d.change, "reason": str(d)})
+    info["stale_anchors"] = stale
+    choice = os.environ.get("MEMOFS_EMBEDDER", "").strip().lower()
+    if choice in DISABLED:
+        info["embedder"] = {"tier": "lexical-only", "reason": f"MEMOFS_EMBEDDER={choice}", "name": None}
+    elif load_embedder:
+        emb = check(lambda: _embedder(load=True))
+        if emb is None:
+            info["embedder"] = {"tier": "lexical-only", "reason": "no embedder could be loaded (tier 2 fallback)", "name": None}
+            warnings.append("vector recall unavailable: running lexical-only")
+        else:
+            info["embedder"] = {"tier": "vector", "reason": "loaded", "name": emb.name, "dim": emb.dim}
+    else:
+        emb = check(lambda: _embedder(load=False))
+        info["embedder"] = (
+            {"tier": "lexical-only", "reason": "disabled by environment", "name": None} if emb is None
+            else {"tier": "vector", "reason": "selected (not loaded; run doctor to load it)", "name": emb.name}
+        )
+
+    def embeddings() -> None:
+        rows, skipped = EmbeddingsFile(p.embeddings).read_all()
+        by_id = {obj["id"]: obj for _, obj in rows}
+        name = info["embedder"].get("name")
+        fresh = sum(1 for m in memories if m.id in by_id and by_id[m.id]["text_sha256"] == text_sha256(m.text)
+                    and (name is None or by_id[m.id]["embedder"] == name))
+        info["embeddings"] = {"lines": len(rows), "current": fresh, "to_embed": len(memories) - fresh if name else 0}
+        warnings.extend(f"{p.embeddings}:{s.line}: {s.reason}" for s in skipped)
+
+    check(embeddings)
+    fix = "run `memofs doctor --fix` to rebuild it from memories.jsonl"
+    for f in check(store.orphan_temp_files, []):
+        problems.append(f"orphan temp file {p.rel(f)} ({f.stat().st_size} bytes; a writer died before its rename); "
+                        "run `memofs doctor --fix` to remove it")
+    if load_embedder and report is not None:
+        no_event, no_facts = check(lambda: store.missing_derived(memories), ([], []))
+        if no_event:
+            problems.append(f"{len(no_event)} memories have no memory.created event (first: {no_event[0].id}); {fix}")
+        if no_facts:
+            problems.append(f"{len(no_facts)} memories have graph facts missing (first: {no_facts[0].id}); {fix}")
+    info["warnings"] = warnings
+    info["problems"] = problems
+    info["healthy"] = not problems
+    return info
+
+
+def _print_health(info: dict[str, Any]) -> None:
+    typer.echo(f"store:      {info['store']}")
+    typer.echo(f"memories:   {info['memories']} " + (f"({', '.join(f'{k} {v}' for k, v in sorted(info['kinds'].items()))})" if info["kinds"] else ""))
+    if "events" in info:
+        typer.echo(f"events:     {info['events']}")
+    if "graph" in info:
+        typer.echo(f"graph:      {info['graph']['nodes']} nodes, {info['graph']['edges']} edges")
+    e = info["embedder"]
+    typer.echo(f"embedder:   {e['tier']}" + (f" ({e['name']})" if e.get("name") else "") + f" - {e['reason']}")
+    if "embeddings" in info:
+        em = info["embeddings"]
+        typer.echo(f"embeddings: {em['lines']} lines, {em['current']} current, {em['to_embed']} to embed")
+    typer.echo(f"core.md:    {info['core_bytes']} bytes")
+    typer.echo(f"stale anchors: {len(info['stale_anchors'])}")
+    for s in info["stale_anchors"]:
+        typer.echo(f"  {s['id']}: {s['path']} {s['change']}")
+    for w in info["warnings"]:
+        typer.echo(f"warning: {w}")
+    for pr in info["problems"]:
+        typer.echo(f"problem: {pr}")
+    typer.echo("healthy" if info["healthy"] else "UNHEALTHY")
+
+
+@app.command(epilog="Example:  memofs status --json")
+def status(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Store health, embedder tier in use, stale anchors (does not load the model); lists
+    every problem found and exits 1 when there is one."""
+
+    def run() -> None:
+        info = _health(ctx, load_embedder=False)
+        _emit(info) if as_json else _print_health(info)
+        if not info["healthy"]:
+            raise typer.Exit(EXIT_ERROR)
+
+    _guard(run)
+
+
+@app.command(epilog="Examples:\n\n  memofs doctor || echo 'store needs attention'\n\n  memofs doctor --fix")
+def doctor(
+    ctx: typer.Context,
+    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl and remove orphan temp files."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Like status, but loads the embedder to verify the tier and checks derived data
+    (events, graph facts, orphan temp files); exits 1 when unhealthy."""
+
+    def run() -> None:
+        fixed = _store(ctx).repair() if fix else []
+        info = _health(ctx, load_embedder=True)
+        info["fixed"] = fixed
+        if not as_json:
+            for line in fixed:
+                typer.echo(f"fixed: {line}")
+        _emit(info) if as_json else _print_health(info)
+        if not info["healthy"]:
+            raise typer.Exit(EXIT_ERROR)
+
+    _guard(run)
+
+
+@agent_app.command("claude", epilog="Example:  memofs generate agent claude --project-name \"My API\"")
+def generate_agent_claude(
+    ctx: typer.Context,
+    project_name: str = typer.Option(..., "--project-name", help="Project name used in the instructions."),
+    force: bool = typer.Option(False, "--force", "-f", help="Replace an existing memofs block / server entry."),
+    no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not write .mcp.json."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Write CLAUDE.md agent instructions and the .mcp.json MCP client configuration."""
+
+    def run() -> None:
+        from memofs.surfaces.agent_files import generate_claude
+
+        root = ctx.obj.root.resolve()
+        if not root.is_dir():
+            raise CliError(f"project root {root} is not a directory")
+        written = generate_claude(root, project_name, force=force, mcp=not no_mcp)
+        if as_json:
+            _emit([{"path": str(w.path), "action": w.action} for w in written])
+        else:
+            for w in written:
+                typer.echo(f"{w.action}: {w.path}")
+
+    _guard(run)
+
+
+@app.command(epilog="Example (client config):  {\"command\": \"memofs\", \"args\": [\"--root\", \".\", \"mcp\"]}")
+def mcp(
+    ctx: typer.Context,
+    read_only: bool = typer.Option(False, "--read-only", help="Refuse memofs.remember (also MEMOFS_MCP_READ_ONLY=1/true/yes/on; other values than these and 0/false/no/off refuse to start)."),
+) -> None:
+    """Serve the MCP tools memofs.recall, memofs.context, memofs.remember over stdio."""
+
+    def run() -> None:
+        from memofs.surfaces.mcp_server import serve
+
+        ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
+        serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro)
+
+    _guard(run)
+
+
+def _argv_problem(argv: list[str]) -> str | None:
+    """Python decodes undecodable argv bytes to lone surrogates; name the argument."""
+    for i, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return f"argument {i} ({shown!r}) is not valid UTF-8"
+    return None
+
+
+def main() -> None:
+    problem = _argv_problem(sys.argv[1:])
+    if problem:
+        typer.echo(f"memofs: error: {problem}", err=True)
+        sys.exit(EXIT_ERROR)
+    app(prog_name="memofs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The MemoFS MCP server over stdio (official ``mcp`` SDK, low-level ``Server``, mcp>=2).
+
+Tools (facts section 11, reduced to the three this project serves):
+
+* ``memofs.recall``  {query, limit, taskType, explain} -> {items: [{id, text, score, ...}]}
+* ``memofs.context`` {query, taskType, maxBytes, limit, section, expand} -> briefing
+  (an expand call happens when ``expand`` is given; ``section`` defaults to the cursor's)
+* ``memofs.remember`` {content, kind, confidence, tags, anchors, supersedes} -> {id, created}
+
+Input handling follows upstream: strings are trimmed and an empty string counts as
+absent; a missing required string gives ``<name> is required.``; unknown keys are
+ignored. Tool failures come back as results with ``isError: true``, text
+``"<CODE>: <message>"`` and ``structuredContent: {error: {name, message, code, status}}``.
+Codes: ``MCP_VALIDATION_ERROR`` (400) only for what the caller sent
+(:class:`~memofs.files.records.InvalidInputError`), ``MEMOFS_WRITE_BLOCKED`` (400, a secret),
+``MCP_AUTHORIZATION_ERROR`` (403, read-only), ``MEMOFS_STORE_ERROR`` (500, a damaged or
+unreadable store: the operator's to fix) and ``MEMOFS_INTERNAL_ERROR`` (500, a fault of
+the server itself, e.g. a bad model file; the message says to run ``memofs doctor``).
+
+The server keeps one :class:`~memofs.store.project.LiveStore` (reloaded when the files change,
+so CLI writes are seen) and one in-process :class:`~memofs.store.cursor.ContextCache` with a
+random per-process cursor secret. Calls run in a worker thread, one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, MAX_BUDGET, MIN_BUDGET, briefing_for, expand_context, result_dict
+from memofs.store.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache
+from memofs.text.lexicon import TASK_TYPES
+from memofs.files.records import MEMORY_KINDS, InvalidInputError
+from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json
+
+log = logging.getLogger("memofs.mcp")
+
+SERVER_NAME = "memofs-mcp"
+SERVER_VERSION = "0.1.0"
+MAX_QUERY_CHARS = 4096
+MAX_LIMIT = 100
+
+_TASK = {"type": "string", "enum": list(TASK_TYPES), "description": "Task type that biases the query rewrite."}
+TOOLS: dict[str, dict[str, Any]] = {
+    "memofs.recall": {
+        "description": "Hybrid recall (BM25 + fuzzy + vectors, reranked) over the project's memories.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 10},
+                "taskType": _TASK,
+                "explain": {"type": "boolean", "default": False, "description": "Include every signal, weight and penalty."},
+            },
+            "required": ["query"],
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    "memofs.context": {
+        "description": (
+            "A budgeted context briefing (at most 8192 bytes): directive, core memory, entities, "
+            "relevant recall, recent events, notes. Pass a footer cursor as `expand` (with `section`) "
+            "to get that section in full (64,000-byte budget) without re-querying."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "maxLength": MAX_QUERY_CHARS, "description": "Required unless expanding."},
+                "taskType": _TASK,
+                "maxBytes": {"type": "integer", "minimum": MIN_BUDGET, "maximum": MAX_BUDGET},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                "section": {"type": "string", "enum": list(SECTIONS)},
+                "expand": {"type": "string", "maxLength": MAX_CURSOR_CHARS},
+            },
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    "memofs.remember": {
+        "description": "Store a durable memory. Secrets are refused. Anchors are files (relative to the project root) whose changes mark the memory stale.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
+                "kind": {"type": "string", "enum": list(MEMORY_KINDS), "default": "note"},
+                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                "tags": {"type": "array", "maxItems": MAX_TAGS,
+                         "items": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$"}},
+                "anchors": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 2048}},
+                "supersedes": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 256}},
+            },
+            "required": ["content"],
+        },
+        "annotations": {"readOnlyHint": False},
+    },
+}
+
+
+class ToolError(Exception):
+    """A tool failure reported as an ``isError`` result."""
+
+    def __init__(self, code: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+def _invalid(message: str) -> ToolError:
+    return ToolError("MCP_VALIDATION_ERROR", 400, message)
+
+
+# ---------------------------------------------------------------------- argument checks
+def _unicode(name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid(f"{name} must be valid Unicode (it has a lone surrogate).") from None
+    return value
+
+
+def _str(args: dict[str, Any], name: str, *, required: bool = False, max_len: int | None = None) -> str | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _invalid(f"{name} must be a string.")
+    if value is not None:
+        _unicode(name, value)
+    value = value.strip() if isinstance(value, str) else None
+    if not value:
+        if required:
+            raise _invalid(f"{name} is required.")
+        return None
+    if max_len is not None and len(value) > max_len:
+        raise _invalid(f"{name} must be at most {max_len} characters.")
+    return value
+
+
+def _int(args: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _invalid(f"{name} must be an integer in [{lo}, {hi}].")
+    return value
+
+
+def _enum(args: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str | None:
+    value = _str(args, name)
+    if value is not None and value not in allowed:
+        raise _invalid(f"{name} must be one of: {', '.join(allowed)}.")
+    return value
+
+
+def _str_list(args: dict[str, Any], name: str, max_items: int) -> list[str]:
+    value = args.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _invalid(f"{name} must be an array of strings.")
+    if len(value) > max_items:
+        raise _invalid(f"{name} must have at most {max_items} items.")
+    return [_unicode(name, v).strip() for v in value if v.strip()]
+
+
+def classify(exc: Exception) -> ToolError:
+    """The caller's fault (validation, a secret) or the server's (store, internal)."""
+    from memofs.signals.embeddings_file import EmbeddingsFileError
+    from memofs.files.safe_json import JSONFileError
+    from memofs.files.secrets import WriteBlockedError
+    from memofs.store.project import StoreError
+
+    if isinstance(exc, WriteBlockedError):
+        return ToolError(exc.code, 400, str(exc))
+    if isinstance(exc, InvalidInputError):
+        return _invalid(str(exc))
+    if isinstance(exc, (StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)):
+        return ToolError("MEMOFS_STORE_ERROR", 500, str(exc))
+    log.exception("internal error in a tool call")
+    return ToolError("MEMOFS_INTERNAL_ERROR", 500,
+                     f"internal error: {type(exc).__name__}: {exc} (run memofs doctor)")
+
+
+# ---------------------------------------------------------------------- the service
+@dataclass
+class MemofsTools:
+    """The three tools over one store, independent of the transport (tested directly too)."""
+
+    live: LiveStore
+    cache: ContextCache
+    now: Callable[[], datetime]
+    read_only: bool = False
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        """The tool's structured result; :class:`ToolError` on failure."""
+        handler = {"memofs.recall": self.recall, "memofs.context": self.context, "memofs.remember": self.remember}.get(name)
+        if handler is None:
+            raise ToolError("MCP_NOT_FOUND", 404, f"Unknown tool: {name}.")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise _invalid("arguments must be an object.")
+        if self.read_only and name == "memofs.remember":
+            raise ToolError("MCP_AUTHORIZATION_ERROR", 403,
+                            f"Operation {name} is blocked because this MCP server is running read-only.")
+        with self._lock:
+            try:
+                return handler(arguments or {})
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise classify(exc) from None
+
+    def recall(self, args: dict[str, Any]) -> dict[str, Any]:
+        query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
+        limit = _int(args, "limit", 1, MAX_LIMIT) or 10
+        task = _enum(args, "taskType", TASK_TYPES)
+        explain = args.get("explain", False)
+        if not isinstance(explain, bool):
+            raise _invalid("explain must be a boolean.")
+        state = self.live.state()
+        results = state.recaller.recall(query, limit, task_type=task, now=self.now(), explain=True)
+        return {"items": [result_dict(r, explain) for r in results], "warnings": state.warnings}
+
+    def context(self, args: dict[str, Any]) -> dict[str, Any]:
+        expand = _str(args, "expand", max_len=MAX_CURSOR_CHARS)
+        section = _enum(args, "section", SECTIONS)
+        max_bytes = _int(args, "maxBytes", MIN_BUDGET, MAX_BUDGET)
+        if expand is not None:
+            return expand_context(self.cache, expand, section, max_bytes or EXPAND_BUDGET).to_dict()
+        query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
+        b = briefing_for(self.live, self.cache, query=query, now=self.now(), task_type=_enum(args, "taskType", TASK_TYPES),
+                         max_bytes=max_bytes or HARD_CAP, limit=_int(args, "limit", 1, MAX_LIMIT))
+        return b.to_dict()
+
+    def remember(self, args: dict[str, Any]) -> dict[str, Any]:
+        content = _str(args, "content", required=True, max_len=MAX_TEXT_CHARS)
+        kind = _enum(args, "kind", MEMORY_KINDS) or "note"
+        conf = args.get("confidence")
+        if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1):
+            raise _invalid("confidence must be a number in [0, 1].")
+        m = self.live.remember(content, kind=kind, confidence=conf, tags=_str_list(args, "tags", MAX_TAGS),
+                               anchors=_str_list(args, "anchors", 100), supersedes=_str_list(args, "supersedes", 100),
+                               now=self.now())
+        return {"id": m.id, "created": True, "memory": memory_to_json(m)}
+
+
+# ---------------------------------------------------------------------- MCP wiring
+def build_server(tools: MemofsTools) -> Any:
+    """A low-level ``mcp.server.Server`` exposing :data:`TOOLS` (mcp>=2 handler API)."""
+    import anyio
+    from mcp import types
+    from mcp.server import Server
+
+    tool_list = [types.Tool.model_validate({"name": n, **spec}) for n, spec in TOOLS.items()]
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=tool_list)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        name, args = params.name, params.arguments
+        try:
+            result = await anyio.to_thread.run_sync(tools.call, name, args)
+        except ToolError as exc:
+            return _error(types, exc)
+        except Exception as exc:  # never crash the server (tools.call classifies its own errors)
+            return _error(types, classify(exc))
+        text = json.dumps(result, ensure_ascii=False)
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False})
+
+    return Server(SERVER_NAME, version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
+                  instructions="Call memofs.context at the start of a task; memofs.recall before answering; "
+                               "memofs.remember for durable decisions (never secrets).")
+
+
+def _error(types: Any, exc: ToolError) -> Any:
+    err = {"name": type(exc).__name__, "message": str(exc), "code": exc.code, "status": exc.status}
+    return types.CallToolResult.model_validate({
+        "content": [{"type": "text", "text": f"{exc.code}: {exc}"}],
+        "structuredContent": {"error": err},
+        "isError": True,
+    })
+
+
+def serve(store: Store, *, cache_clock: Callable[[], float], embedder: Any = None, read_only: bool = False) -> None:
+    """Serve ``store`` over stdio until the client closes the connection. "Now" comes from
+    ``store.clock`` (recall, writes) and ``cache_clock`` (cursor TTL), both injected."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    if store.clock is None:
+        raise ValueError("serve needs a store with a clock (Store.open(root, clock=...))")
+    tools = MemofsTools(LiveStore(store, embedder=embedder), ContextCache(clock=cache_clock), store.clock, read_only)
+    server = build_server(tools)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)

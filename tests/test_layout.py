@@ -1,0 +1,156 @@
+"""Imports go one way: down the pipeline inside ``memofs``, and harness -> pipeline.
+
+Every import in every module counts, function-level ones included (a late import still ties
+two modules together). ``from pkg import name`` counts as an import of ``pkg.name`` when that
+is a module, else of ``pkg``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"memofs": ROOT / "memofs", "memofs_eval": ROOT / "eval", "memofs_datasets": ROOT / "datasets"}
+# memofs' folders, bottom first: a module may import its own folder and the ones before it
+STAGES = ("text", "files", "signals", "graph", "ranking", "store", "surfaces")
+# top-level modules outside the stages: the package itself and its ``python -m`` entry point
+ENTRY_POINTS = {"memofs", "memofs.__main__"}
+# packages, bottom first: the harness may use datasets and the pipeline, never the reverse
+PACKAGE_ORDER = ("memofs", "memofs_datasets", "memofs_eval")
+
+
+def modules(packages: dict[str, Path]) -> dict[str, Path]:
+    out = {}
+    for name, folder in packages.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """memofs-family modules imported anywhere in ``path``."""
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_pkg else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # `import memofs.x.y` where y is a name: the module above
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def graph(packages: dict[str, Path]) -> dict[str, set[str]]:
+    mods = modules(packages)
+    return {m: imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def stage(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "memofs" or len(parts) < 2 or parts[1] not in STAGES:
+        return None
+    return STAGES.index(parts[1])
+
+
+def upward(g: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for src, dsts in sorted(g.items()):
+        for dst in sorted(dsts):
+            pi, pj = PACKAGE_ORDER.index(src.split(".")[0]), PACKAGE_ORDER.index(dst.split(".")[0])
+            si, sj = stage(src), stage(dst)
+            if pj > pi:
+                bad.append(f"{src} -> {dst} (package {dst.split('.')[0]} is above {src.split('.')[0]})")
+            elif pi == pj == 0 and src != "memofs.__main__" and dst != "memofs" and (si is None or sj is None or sj > si):
+                bad.append(f"{src} -> {dst} (stage {STAGES[sj] if sj is not None else '?'} is above {STAGES[si] if si is not None else 'the top level'})")
+    return bad
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_lives_in_a_stage_folder() -> None:
+    loose = [m for m in modules({"memofs": PACKAGES["memofs"]}) if m not in ENTRY_POINTS and stage(m) is None]
+    assert loose == []
+
+
+def test_imports_go_down_the_pipeline() -> None:
+    assert upward(graph(PACKAGES)) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph(PACKAGES)) == []
+
+
+def _write(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return {"memofs": root / "memofs"}
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_the_checks_catch_an_upward_import_and_a_cycle(tmp_path: Path, late: bool) -> None:
+    """The checker itself fails on what it must catch, top-level and late imports alike."""
+    indent = "def f():\n    " if late else ""
+    pk = _write(tmp_path, {
+        "memofs/__init__.py": "",
+        "memofs/text/__init__.py": "",
+        "memofs/text/tokenize.py": f"{indent}from memofs.ranking import fusion\n",
+        "memofs/ranking/__init__.py": "",
+        "memofs/ranking/fusion.py": "from memofs.text.tokenize import x\n",
+        "memofs/ranking/pools.py": "from memofs.ranking import fusion\n",
+    })
+    g = graph(pk)
+    assert g["memofs.ranking.pools"] == {"memofs.ranking.fusion"}
+    assert g["memofs.ranking.fusion"] == {"memofs.text.tokenize"}
+    assert upward(g) == ["memofs.text.tokenize -> memofs.ranking.fusion (stage ranking is above text)"]
+    assert cycles(g) == [["memofs.ranking.fusion", "memofs.text.tokenize"]]
