@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test eval eval-locomo notebooks bench bench-lexical bench-vector baseline clean
+.PHONY: install inspector test eval eval-locomo notebooks bench bench-lexical bench-vector baseline clean
 
 install: $(STAMP)
 
@@ -26,7 +26,13 @@ $(STAMP): pyproject.toml setup.py Makefile
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-test: install
+# the official MCP Inspector, an external client for tests/test_mcp_surface.py (skipped without node)
+INSPECTOR_VERSION ?= 0.15.0
+INSPECTOR := .cache/node/node_modules/.bin/mcp-inspector
+inspector:
+	@test -x $(INSPECTOR) || { command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund --prefix .cache/node "@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)"; } || echo "npm unavailable: the MCP Inspector test will be skipped"
+
+test: install inspector
 	$(PY) -m pytest -q
 
 eval: install

@@ -214,7 +214,7 @@ def test_consolidate_retires_superseded_node_and_its_other_edges():
     assert result.retired_nodes == ("b",)
     assert result.retired_edges == (("c", "uses", "b"), ("b", "depends_on", "d"))
     assert result.changed and result.now == NOW
-    assert g.node("b").status == "retired" and g.valid_until("b") == NOW.isoformat()
+    assert g.node("b").status == "retired" and g.valid_until("b") == NOW.isoformat().replace("+00:00", "Z")
     assert {(e.source, e.type, e.target): e.status for e in g.edges} == {
         ("a", "supersedes", "b"): "active",
         ("c", "uses", "b"): "retired",
@@ -250,7 +250,7 @@ def test_save_load_round_trip(tmp_path):
     assert sorted(p.name for p in (tmp_path / "graph").iterdir()) == ["edges.jsonl", "nodes.jsonl"]
     back = EntityGraph.load(tmp_path / "graph")
     assert back.nodes == g.nodes and back.edges == g.edges
-    assert back.valid_until("jwt") == NOW.isoformat()
+    assert back.valid_until("jwt") == NOW.isoformat().replace("+00:00", "Z")
     first = json.loads((tmp_path / "graph" / "nodes.jsonl").read_text().splitlines()[0])
     assert first == {"id": "auth", "label": "auth", "type": "concept", "aliases": [],
                      "status": "active", "summary": ""}

@@ -67,7 +67,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def test_list_tools_with_schemas(session) -> None:
     _, out = session
     tools = {t.name: t for t in out["tools"]}
-    assert set(tools) == {"memofs.recall", "memofs.context", "memofs.remember"}
+    assert set(tools) == {"memofs.recall", "memofs.context", "memofs.remember", "memofs.consolidate"}
     assert tools["memofs.recall"].input_schema["required"] == ["query"]
     assert tools["memofs.remember"].input_schema["required"] == ["content"]
     assert set(tools["memofs.context"].input_schema["properties"]) >= {"query", "taskType", "maxBytes", "section", "expand"}
@@ -133,4 +133,4 @@ def test_tools_directly_read_only_and_defaults(tmp_path: Path) -> None:
                       ({"query": "x", "taskType": "x"}, "taskType"), (["not", "an", "object"], "object")):
         with pytest.raises(ToolError, match=msg):
             rw.call("memofs.context", args)
-    assert set(TOOLS) == {"memofs.recall", "memofs.context", "memofs.remember"}
+    assert set(TOOLS) == {"memofs.recall", "memofs.context", "memofs.remember", "memofs.consolidate"}

@@ -33,6 +33,7 @@ from typing import Literal, get_args
 from memofs.files import safe_json
 from memofs.files.atomic import atomic_write_text
 from memofs.files.records import GRAPH_STATUSES, GraphEdge, GraphNode
+from memofs.files.timestamps import iso
 from memofs.text.tokenize import tokenize
 
 NODES_FILE = "nodes.jsonl"
@@ -383,7 +384,7 @@ class EntityGraph:
         """
         if not isinstance(now, datetime):
             raise TypeError(f"now must be datetime, got {type(now).__name__}")
-        stamp = now.isoformat()
+        stamp = iso(now)
         superseded: dict[str, None] = {}
         for e in self._edges.values():
             if e.type == SUPERSEDES and e.status == "active":

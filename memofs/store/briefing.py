@@ -41,6 +41,7 @@ from memofs.files import secrets
 from memofs.store.cursor import SECTIONS, ContextCache, CursorError, cache_key
 from memofs.graph.entity_graph import EntityGraph
 from memofs.files.records import InvalidInputError
+from memofs.files.timestamps import iso
 
 HARD_CAP = 8192
 EXPAND_BUDGET = 64_000
@@ -437,7 +438,7 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
     m = r.memory
     out: dict[str, Any] = {"id": r.id, "text": r.text, "score": r.score}
     if m is not None:
-        out.update(kind=m.kind, created_at=m.created_at.isoformat() if m.created_at else None,
+        out.update(kind=m.kind, created_at=iso(m.created_at) if m.created_at else None,
                    confidence=m.confidence, tags=list(m.tags),
                    anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
     pen = (r.explain or {}).get("penalties", [])

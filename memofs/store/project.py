@@ -47,6 +47,7 @@ from filelock import FileLock
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text, fsync_dir
 from memofs.files.layout import STORE_DIR, Paths
+from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
 from memofs.graph.extract import RuleBasedExtractor
@@ -173,19 +174,6 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
 
 
 # ---------------------------------------------------------------------- records
-def iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def parse_iso(value: str) -> datetime:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        raise ValueError("timestamp has no timezone")
-    return dt
-
-
 def fingerprint(text: str) -> str:
     """16 hex characters of SHA-256 (upstream ``fingerprint``)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -524,15 +524,22 @@ def generate_agent_claude(
 @app.command(epilog="Example (client config):  {\"command\": \"memofs\", \"args\": [\"--root\", \".\", \"mcp\"]}")
 def mcp(
     ctx: typer.Context,
-    read_only: bool = typer.Option(False, "--read-only", help="Refuse memofs.remember (also MEMOFS_MCP_READ_ONLY=1/true/yes/on; other values than these and 0/false/no/off refuse to start)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Refuse writes: memofs.remember and memofs.consolidate with apply (also MEMOFS_MCP_READ_ONLY=1/true/yes/on; other values than these and 0/false/no/off refuse to start)."),
+    http: str = typer.Option(None, "--http", metavar="HOST:PORT", help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
 ) -> None:
-    """Serve the MCP tools memofs.recall, memofs.context, memofs.remember over stdio."""
+    """Serve the MCP tools (memofs.recall, memofs.context, memofs.remember, memofs.consolidate),
+    resources and prompts over stdio, or over Streamable HTTP with --http."""
 
     def run() -> None:
-        from memofs.surfaces.mcp_server import serve
+        from memofs.surfaces.mcp_server import parse_http, serve
 
+        if http is not None:
+            try:
+                parse_http(http)
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
         ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
-        serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro)
+        serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro, http=http)
 
     _guard(run)
 

@@ -1,11 +1,21 @@
-"""The MemoFS MCP server over stdio (official ``mcp`` SDK, low-level ``Server``, mcp>=2).
+"""The MemoFS MCP server over stdio or Streamable HTTP (official ``mcp`` SDK, low-level
+``Server``, mcp>=2).
 
-Tools (facts section 11, reduced to the three this project serves):
+Tools (facts section 11; the agent-session tools are not served):
 
 * ``memofs.recall``  {query, limit, taskType, explain} -> {items: [{id, text, score, ...}]}
 * ``memofs.context`` {query, taskType, maxBytes, limit, section, expand} -> briefing
   (an expand call happens when ``expand`` is given; ``section`` defaults to the cursor's)
 * ``memofs.remember`` {content, kind, confidence, tags, anchors, supersedes} -> {id, created}
+* ``memofs.consolidate`` {apply, now} -> {plan, retirementsApplied, applied}: retire what
+  active ``supersedes`` graph edges make obsolete; ``apply`` defaults to false (a preview,
+  allowed read-only)
+
+Resources (:data:`RESOURCES`): ``memofs://memory/core``, ``memofs://memory/notes`` (the
+memories in upstream's notes.md format), ``memofs://memory/recent`` (recent events),
+``memofs://graph/nodes``, ``memofs://graph/edges``, ``memofs://health`` and
+``memofs://context`` (the briefing for the query "current task"). Prompts
+(:data:`PROMPTS`): ``memofs-recall-context`` and ``memofs-memory-review``.
 
 Input handling follows upstream: strings are trimmed and an empty string counts as
 absent; a missing required string gives ``<name> is required.``; unknown keys are
@@ -36,6 +46,9 @@ from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, MAX_BUDGET, MIN_BUDGE
 from memofs.store.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache
 from memofs.text.lexicon import TASK_TYPES
 from memofs.files.records import MEMORY_KINDS, InvalidInputError
+from memofs.files.notes_md import Note, format_notes
+from memofs.store.consolidation import consolidate
+from memofs.files.timestamps import iso, parse_iso
 from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json
 
 log = logging.getLogger("memofs.mcp")
@@ -96,6 +109,45 @@ TOOLS: dict[str, dict[str, Any]] = {
             "required": ["content"],
         },
         "annotations": {"readOnlyHint": False},
+    },
+    "memofs.consolidate": {
+        "description": ("Retire graph entities and relations that active `supersedes` edges make obsolete. "
+                        "apply=false (the default) previews the plan and writes nothing."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "apply": {"type": "boolean", "default": False},
+                "now": {"type": "string", "maxLength": 64, "description": "ISO timestamp stamped on retired items (default: now)."},
+            },
+        },
+        "annotations": {"readOnlyHint": False},
+    },
+}
+WRITE_TOOLS = frozenset({"memofs.remember"})
+"""Tools refused read-only (``memofs.consolidate`` only when ``apply`` is true)."""
+
+RESOURCES: dict[str, tuple[str, str, str]] = {
+    "memofs://memory/core": ("core", "text/markdown", "The persistent project briefing (core.md)."),
+    "memofs://memory/notes": ("notes", "text/markdown", "Every memory, in upstream's notes.md format."),
+    "memofs://memory/recent": ("recent", "application/json", "The 20 most recent memory events, newest first."),
+    "memofs://graph/nodes": ("graph-nodes", "application/json", "Entity graph nodes."),
+    "memofs://graph/edges": ("graph-edges", "application/json", "Entity graph edges."),
+    "memofs://health": ("health", "application/json", "Store health: memory count and load warnings."),
+    "memofs://context": ("context", "text/markdown", "The context briefing for the query 'current task'."),
+}
+"""uri -> (name, MIME type, description)."""
+
+PROMPTS: dict[str, dict[str, Any]] = {
+    "memofs-recall-context": {
+        "description": "Recall project memory for a query and answer with it in view.",
+        "arguments": [{"name": "query", "description": "What to recall.", "required": True},
+                      {"name": "workspaceId", "description": "Accepted for upstream compatibility; one store per server.", "required": False},
+                      {"name": "includeGraph", "description": "Accepted for upstream compatibility: recall always resolves graph entities.", "required": False}],
+    },
+    "memofs-memory-review": {
+        "description": "Review a candidate memory before storing it: durable, specific, no secrets.",
+        "arguments": [{"name": "content", "description": "The memory text to review.", "required": True},
+                      {"name": "workspaceId", "description": "Accepted for upstream compatibility.", "required": False}],
     },
 }
 
@@ -198,12 +250,14 @@ class MemofsTools:
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """The tool's structured result; :class:`ToolError` on failure."""
-        handler = {"memofs.recall": self.recall, "memofs.context": self.context, "memofs.remember": self.remember}.get(name)
+        handler = {"memofs.recall": self.recall, "memofs.context": self.context, "memofs.remember": self.remember,
+                   "memofs.consolidate": self.consolidate}.get(name)
         if handler is None:
             raise ToolError("MCP_NOT_FOUND", 404, f"Unknown tool: {name}.")
         if arguments is not None and not isinstance(arguments, dict):
             raise _invalid("arguments must be an object.")
-        if self.read_only and name == "memofs.remember":
+        writes = name in WRITE_TOOLS or (name == "memofs.consolidate" and (arguments or {}).get("apply") is True)
+        if self.read_only and writes:
             raise ToolError("MCP_AUTHORIZATION_ERROR", 403,
                             f"Operation {name} is blocked because this MCP server is running read-only.")
         with self._lock:
@@ -247,6 +301,75 @@ class MemofsTools:
                                now=self.now())
         return {"id": m.id, "created": True, "memory": memory_to_json(m)}
 
+    def consolidate(self, args: dict[str, Any]) -> dict[str, Any]:
+        apply = args.get("apply", False)
+        if not isinstance(apply, bool):
+            raise _invalid("apply must be a boolean.")
+        stamp = _str(args, "now", max_len=64)
+        try:
+            now = parse_iso(stamp) if stamp is not None else self.now()
+        except (TypeError, ValueError):
+            raise _invalid("now must be an ISO timestamp with a timezone.") from None
+        return consolidate(self.live.store, now, apply=apply)
+
+    # ------------------------------------------------------------------ resources, prompts
+    def read_resource(self, uri: str) -> str:
+        """The text of resource ``uri``; :class:`ToolError` (404) for an unknown one."""
+        if uri not in RESOURCES:
+            raise ToolError("MCP_NOT_FOUND", 404, f"Unknown resource: {uri}.")
+        with self._lock:
+            try:
+                return self._resource(uri)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise classify(exc) from None
+
+    def _resource(self, uri: str) -> str:
+        store = self.live.store
+        if uri == "memofs://memory/core":
+            return store.read_core()
+        if uri == "memofs://memory/recent":
+            return json.dumps(store.recent_events(20)[0], ensure_ascii=False, indent=1)
+        if uri in ("memofs://graph/nodes", "memofs://graph/edges"):
+            name = uri.rsplit("/", 1)[1]
+            path = store.paths.graph / f"{name}.jsonl"
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.is_file() else []
+            return json.dumps(rows, ensure_ascii=False, indent=1)
+        state = self.live.state()
+        if uri == "memofs://memory/notes":
+            return format_notes([_note(m) for m in state.memories])
+        if uri == "memofs://health":
+            return json.dumps({"ok": not state.warnings, "memories": len(state.memories), "warnings": state.warnings}, indent=1)
+        return briefing_for(self.live, self.cache, query="current task", now=self.now()).text
+
+    def prompt(self, name: str, args: dict[str, str] | None) -> tuple[str, str]:
+        """(description, user message) of prompt ``name``; recall runs for the recall prompt."""
+        if name not in PROMPTS:
+            raise ToolError("MCP_NOT_FOUND", 404, f"Unknown prompt: {name}.")
+        args = args or {}
+        if name == "memofs-recall-context":
+            query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
+            items = self.call("memofs.recall", {"query": query, "limit": 10})["items"]
+            lines = "\n".join(f"- [{i['id']}] ({i['score']:.4f}) {i['text']}" for i in items) or "- (nothing recalled)"
+            return PROMPTS[name]["description"], (
+                f"Project memory recalled for: {query}\n\n{lines}\n\n"
+                "Use these memories where they apply, say which ones you relied on, and say when none applies.")
+        content = _str(args, "content", required=True, max_len=MAX_TEXT_CHARS)
+        return PROMPTS[name]["description"], (
+            "Review this candidate memory before it is stored with memofs.remember. Is it durable (a decision, "
+            "constraint, preference, goal or reference rather than chatter), specific, self-contained, and free of "
+            "secrets? Suggest a kind and tags, or say why it should not be stored.\n\n"
+            f"Candidate:\n{content}")
+
+
+def _note(m: Any) -> Note:
+    return Note(timestamp=iso(m.created_at) if m.created_at else "1970-01-01T00:00:00Z", content=m.text, kind=m.kind,
+                title=m.metadata.get("title") if isinstance(m.metadata.get("title"), str) else None,
+                tags=m.tags, confidence=1.0 if m.confidence is None else m.confidence,
+                source=m.metadata.get("source") if isinstance(m.metadata.get("source"), str) else None,
+                metadata={"id": m.id})
+
 
 # ---------------------------------------------------------------------- MCP wiring
 def build_server(tools: MemofsTools) -> Any:
@@ -272,7 +395,37 @@ def build_server(tools: MemofsTools) -> Any:
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": text}], "structuredContent": result, "isError": False})
 
+    resource_list = [types.Resource.model_validate({"uri": u, "name": n, "mimeType": mt, "description": d})
+                     for u, (n, mt, d) in RESOURCES.items()]
+
+    async def list_resources(ctx: Any, params: Any) -> Any:
+        return types.ListResourcesResult(resources=resource_list)
+
+    async def read_resource(ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        try:
+            text = await anyio.to_thread.run_sync(tools.read_resource, uri)
+        except ToolError as exc:
+            raise _protocol_error(exc) from None
+        return types.ReadResourceResult.model_validate(
+            {"contents": [{"uri": uri, "mimeType": RESOURCES[uri][1], "text": text}]})
+
+    prompt_list = [types.Prompt.model_validate({"name": n, **spec}) for n, spec in PROMPTS.items()]
+
+    async def list_prompts(ctx: Any, params: Any) -> Any:
+        return types.ListPromptsResult(prompts=prompt_list)
+
+    async def get_prompt(ctx: Any, params: Any) -> Any:
+        try:
+            desc, text = await anyio.to_thread.run_sync(tools.prompt, params.name, params.arguments)
+        except ToolError as exc:
+            raise _protocol_error(exc) from None
+        return types.GetPromptResult.model_validate(
+            {"description": desc, "messages": [{"role": "user", "content": {"type": "text", "text": text}}]})
+
     return Server(SERVER_NAME, version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_read_resource=read_resource,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt,
                   instructions="Call memofs.context at the start of a task; memofs.recall before answering; "
                                "memofs.remember for durable decisions (never secrets).")
 
@@ -286,16 +439,41 @@ def _error(types: Any, exc: ToolError) -> Any:
     })
 
 
-def serve(store: Store, *, cache_clock: Callable[[], float], embedder: Any = None, read_only: bool = False) -> None:
-    """Serve ``store`` over stdio until the client closes the connection. "Now" comes from
+def _protocol_error(exc: ToolError) -> Exception:
+    """A resource or prompt failure as a JSON-RPC error (-32602 for the caller's, -32603 else)."""
+    from mcp.shared.exceptions import MCPError
+
+    code = -32602 if exc.status < 500 else -32603
+    return MCPError(code, f"{exc.code}: {exc}", {"code": exc.code})
+
+
+def parse_http(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); a one-line ValueError otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--http wants HOST:PORT (e.g. 127.0.0.1:8765); got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve(store: Store, *, cache_clock: Callable[[], float], embedder: Any = None, read_only: bool = False,
+          http: str | None = None) -> None:
+    """Serve ``store`` over stdio until the client closes the connection, or over Streamable
+    HTTP at ``http`` (``HOST:PORT``, endpoint ``/mcp``) until interrupted. "Now" comes from
     ``store.clock`` (recall, writes) and ``cache_clock`` (cursor TTL), both injected."""
     import anyio
-    from mcp.server.stdio import stdio_server
 
     if store.clock is None:
         raise ValueError("serve needs a store with a clock (Store.open(root, clock=...))")
     tools = MemofsTools(LiveStore(store, embedder=embedder), ContextCache(clock=cache_clock), store.clock, read_only)
     server = build_server(tools)
+    if http is not None:
+        import uvicorn
+
+        host, port = parse_http(http)
+        app = server.streamable_http_app(host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
+    from mcp.server.stdio import stdio_server
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
