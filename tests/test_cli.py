@@ -132,10 +132,10 @@ def test_generate_agent_claude(proj: Path) -> None:
     (proj / "CLAUDE.md").write_text("# House rules\n\nBe nice.\n")
     (proj / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
     out = jrun(proj, "generate", "agent", "claude", "--project-name", "My API")
-    assert {Path(w["path"]).name for w in out} == {"CLAUDE.md", ".mcp.json"}
+    assert {Path(w["path"]).name for w in out} == {"CLAUDE.md", ".mcp.json", "settings.json"}
     text = (proj / "CLAUDE.md").read_text()
     assert text.startswith("# House rules\n\nBe nice.\n") and "# My API: project memory (MemoFS)" in text
-    for tool in ("memofs.context", "memofs.recall", "memofs.remember"):
+    for tool in ("memofs.context", "memofs.recall", "memofs.remember", "memofs.consolidate"):
         assert tool in text
     cfg = json.loads((proj / ".mcp.json").read_text())
     assert cfg["mcpServers"]["other"] == {"command": "x"}
@@ -148,7 +148,7 @@ def test_generate_agent_claude(proj: Path) -> None:
 
 
 def test_generate_agent_claude_no_mcp(tmp_path: Path) -> None:
-    out = jrun(tmp_path, "generate", "agent", "claude", "--project-name", "X", "--no-mcp")
+    out = jrun(tmp_path, "generate", "agent", "claude", "--project-name", "X", "--no-mcp", "--no-hooks")
     assert [Path(w["path"]).name for w in out] == ["CLAUDE.md"] and not (tmp_path / ".mcp.json").exists()
 
 
@@ -159,3 +159,25 @@ def test_console_script_and_module_entry(tmp_path: Path) -> None:
         res = subprocess.run([*cmd, "--root", str(tmp_path), "init", "--json"], capture_output=True, text=True, env=env, timeout=60)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["store"] == str(tmp_path / ".memofs")
+
+
+def test_upstream_flags(proj: Path) -> None:
+    """Flags upstream's CLI and its generated hooks use: -j/--json before the subcommand,
+    context --max-chars and --mark-session-start, status --hook."""
+    run(proj, "remember", "We deploy on Fridays after the freeze", "--kind", "decision")
+    assert json.loads(run(proj, "-j", "recall", "-q", "deploy").stdout)["results"][0]["text"].startswith("We deploy")
+    assert json.loads(run(proj, "--json", "status").stdout)["memories"] == 1
+    small = json.loads(run(proj, "-j", "context", "-q", "deploy", "--max-chars", "1024").stdout)
+    assert small["bytes"] <= 1024
+    assert run(proj, "context", "-q", "x", "--max-chars", "2048", "--budget", "4096", code=1).stderr.strip() == \
+        "memofs: error: --budget and --max-chars are the same setting; give one"
+    out = run(proj, "context", "--mark-session-start").stdout
+    assert out.startswith("## How to use MemoFS context") and "We deploy on Fridays" in out
+    event = json.loads((proj / ".memofs/events/memory-events.jsonl").read_text().splitlines()[-1])
+    assert (event["type"], event["summary"], event["metadata"]) == ("memory.indexed", "Session started.", {"hook": "session-start"})
+    assert run(proj, "status", "--hook").stdout.strip() == "memofs: 1 memories, 0 stale anchors, healthy"
+    (proj / ".memofs/tmp/.memories.jsonl.123.tmp").write_text("x")  # an orphan temp file: a problem
+    assert run(proj, "status", code=1)
+    res = run(proj, "status", "--hook")  # a hook never blocks the agent
+    assert res.stdout.strip() == "memofs: 1 memories, 0 stale anchors, 1 problems (run memofs doctor)"
+    assert "memofs: problem: orphan temp file" in res.stderr

@@ -618,6 +618,23 @@ class Store:
                 done.append(f"re-extracted graph facts of {len(no_facts)} memory(ies)")
         return done
 
+    def record_event(self, type_: str, summary: str, metadata: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+        """Append one event (upstream MemoryEvent: ``id = evt_ + FNV-1a(type:timestamp:sourcePath:summary)``)
+        under the lock, e.g. ``memory.indexed`` with ``{hook: "session-start"}`` for the
+        session-start hook. Returns the event."""
+        stamp = iso(self._now(now))
+        source = self.paths.rel(self.paths.events)
+        event = {"id": "evt_" + fnv1a32(f"{type_}:{stamp}:{source}:{summary}"), "type": type_, "timestamp": stamp,
+                 "sourcePath": source, "actor": {"type": "agent", "id": "memofs"}, "summary": summary, "metadata": metadata}
+        if not self.paths.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
+        with self.lock():
+            if self.paths.events.exists():
+                safe_json.require_regular(self.paths.events, self.paths.events.stat())
+            repair_tail(self.paths.events, self.paths.tmp)
+            append_line(self.paths.events, event)
+        return event
+
     def write_core(self, text: str) -> None:
         """Replace core.md (secret-gated, LF line endings, atomic)."""
         text = text.replace("\r\n", "\n").replace("\r", "\n")

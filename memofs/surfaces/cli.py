@@ -58,6 +58,7 @@ app.add_typer(generate_app, name="generate")
 @dataclass
 class Ctx:
     root: Path
+    json: bool = False  # -j/--json before the subcommand (upstream's global flag)
 
 
 EXIT_ERROR = 1
@@ -175,9 +176,10 @@ def _main(
     ctx: typer.Context,
     root: Path = typer.Option(Path("."), "--root", "-r", help="Project root (default: current directory)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log warnings and info to stderr."),
+    as_json: bool = typer.Option(False, "--json", "-j", help="Machine-readable output for every command (as each command's --json)."),
 ) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR, format="memofs: %(levelname)s: %(message)s")
-    ctx.obj = Ctx(root=root.expanduser())
+    ctx.obj = Ctx(root=root.expanduser(), json=as_json)
 
 
 @app.command(epilog="Example:  memofs init --project-id my-api")
@@ -188,6 +190,7 @@ def init(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Create the .memofs/ store in the project root (existing memories are kept)."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         from memofs.store.project import Store, wall_clock
@@ -218,6 +221,7 @@ def remember(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Store a memory (secrets are refused; anchors are hashed now)."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         body = _read_stdin() if text == "-" else text
@@ -253,6 +257,7 @@ def recall(
     explain: bool = typer.Option(False, "--explain", help="Show every signal, weight and penalty."),
 ) -> None:
     """Hybrid recall over the project's memories."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         from memofs.store.briefing import result_dict
@@ -305,9 +310,12 @@ def context(
     budget: Optional[int] = typer.Option(None, "--budget", help="Byte budget (1024..8192 compact, default 8192; expand default 64000)."),
     section: Optional[str] = typer.Option(None, "--section", help="Section to expand: entities, recall, recent, notes."),
     expand: Optional[str] = typer.Option(None, "--expand", help="Expansion cursor from a briefing footer."),
+    max_chars: Optional[int] = typer.Option(None, "--max-chars", help="Upstream's name for --budget (bytes)."),
+    mark_session_start: bool = typer.Option(False, "--mark-session-start", help="Record a memory.indexed event {hook: session-start}; the query defaults to 'current task' (upstream's session-start hook)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """A budgeted context briefing, or one section expanded from a cursor."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, briefing_for, expand_context
@@ -315,19 +323,26 @@ def context(
 
         if section is not None and section not in SECTIONS:
             raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {section!r}")
+        if budget is not None and max_chars is not None and budget != max_chars:
+            raise CliError("--budget and --max-chars are the same setting; give one")
+        size = budget if budget is not None else max_chars
         store = _store(ctx)
+        q = query if query is not None or not mark_session_start else "current task"
+        if mark_session_start:
+            store.record_event("memory.indexed", "Session started.", {"hook": "session-start"})
         if expand is not None:
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
-            b = expand_context(cache, expand, section, EXPAND_BUDGET if budget is None else budget)
+            b = expand_context(cache, expand, section, EXPAND_BUDGET if size is None else size)
         else:
-            if not query or not query.strip():
+            query_ = q
+            if not query_ or not query_.strip():
                 raise CliError("--query is required (or --expand CURSOR)")
             from memofs.store.project import LiveStore
 
             live = LiveStore(store, embedder=_embedder())
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
-            b = briefing_for(live, cache, query=query, now=store.clock(), task_type=_task(task_type),
-                             max_bytes=HARD_CAP if budget is None else budget)
+            b = briefing_for(live, cache, query=query_, now=store.clock(), task_type=_task(task_type),
+                             max_bytes=HARD_CAP if size is None else size)
         b.warnings = [*cache.warnings, *b.warnings]  # a damaged cache was discarded
         if as_json:
             _emit(b.to_dict())
@@ -455,16 +470,27 @@ def _print_health(info: dict[str, Any]) -> None:
     typer.echo("healthy" if info["healthy"] else "UNHEALTHY")
 
 
-@app.command(epilog="Example:  memofs status --json")
+@app.command(epilog="Examples:\n\n  memofs status --json\n\n  memofs status --hook")
 def status(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    hook: bool = typer.Option(False, "--hook", help="For agent hooks (upstream's flag): one summary line, problems on stderr, exit 0 even when unhealthy so a hook never blocks the agent."),
 ) -> None:
     """Store health, embedder tier in use, stale anchors (does not load the model); lists
-    every problem found and exits 1 when there is one."""
+    every problem found and exits 1 when there is one (0 with --hook)."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         info = _health(ctx, load_embedder=False)
+        if hook:
+            for pr in info["problems"]:
+                typer.echo(f"memofs: problem: {pr}", err=True)
+            if as_json:
+                _emit(info)
+            else:
+                typer.echo(f"memofs: {info['memories']} memories, {len(info['stale_anchors'])} stale anchors, "
+                           + ("healthy" if info["healthy"] else f"{len(info['problems'])} problems (run memofs doctor)"))
+            return
         _emit(info) if as_json else _print_health(info)
         if not info["healthy"]:
             raise typer.Exit(EXIT_ERROR)
@@ -480,6 +506,7 @@ def doctor(
 ) -> None:
     """Like status, but loads the embedder to verify the tier and checks derived data
     (events, graph facts, orphan temp files); exits 1 when unhealthy."""
+    as_json = as_json or ctx.obj.json
 
     def run() -> None:
         fixed = _store(ctx).repair() if fix else []
@@ -495,30 +522,46 @@ def doctor(
     _guard(run)
 
 
-@agent_app.command("claude", epilog="Example:  memofs generate agent claude --project-name \"My API\"")
-def generate_agent_claude(
-    ctx: typer.Context,
-    project_name: str = typer.Option(..., "--project-name", help="Project name used in the instructions."),
-    force: bool = typer.Option(False, "--force", "-f", help="Replace an existing memofs block / server entry."),
-    no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not write .mcp.json."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-) -> None:
-    """Write CLAUDE.md agent instructions and the .mcp.json MCP client configuration."""
+def _generate_agent(target: str) -> None:
+    """Register ``memofs generate agent TARGET`` for one agent (each with its own --help)."""
+    from memofs.surfaces.agent_files import TARGETS
 
-    def run() -> None:
-        from memofs.surfaces.agent_files import generate_claude
+    t = TARGETS[target]
+    files = ", ".join(f for f in (t.rules, t.config, t.hooks) if f)
 
-        root = ctx.obj.root.resolve()
-        if not root.is_dir():
-            raise CliError(f"project root {root} is not a directory")
-        written = generate_claude(root, project_name, force=force, mcp=not no_mcp)
-        if as_json:
-            _emit([{"path": str(w.path), "action": w.action} for w in written])
-        else:
-            for w in written:
-                typer.echo(f"{w.action}: {w.path}")
+    @agent_app.command(target, epilog=f"Example:  memofs generate agent {target} --project-name \"My API\"",
+                       help=f"Write {target}'s agent instructions, MCP client configuration and hooks ({files}).")
+    def command(
+        ctx: typer.Context,
+        project_name: str = typer.Option(..., "--project-name", help="Project name used in the instructions."),
+        force: bool = typer.Option(False, "--force", "-f", help="Replace an existing memofs block / server entry / hook."),
+        no_mcp: bool = typer.Option(False, "--no-mcp", help="Do not write the MCP client configuration."),
+        no_hooks: bool = typer.Option(False, "--no-hooks", help="Do not write hooks."),
+        as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    ) -> None:
+        as_json = as_json or ctx.obj.json
 
-    _guard(run)
+        def run() -> None:
+            from memofs.surfaces.agent_files import generate
+
+            root = ctx.obj.root.resolve()
+            if not root.is_dir():
+                raise CliError(f"project root {root} is not a directory")
+            try:
+                written = generate(root, target, project_name, force=force, mcp=not no_mcp, hooks=not no_hooks)
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+            if as_json:
+                _emit([{"path": str(w.path), "action": w.action} for w in written])
+            else:
+                for w in written:
+                    typer.echo(f"{w.action}: {w.path}")
+
+        _guard(run)
+
+
+for _target in ("claude", "codex", "gemini", "copilot", "cursor", "opencode"):
+    _generate_agent(_target)
 
 
 @app.command(epilog="Example (client config):  {\"command\": \"memofs\", \"args\": [\"--root\", \".\", \"mcp\"]}")
