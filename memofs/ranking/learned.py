@@ -41,6 +41,7 @@ from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS, RecallConfig
 from memofs.ranking.pools import Fused, pools, round_half_up
 from memofs.ranking.saturation import clamp01, saturate
 from memofs.signals.frame import OTHER_KIND, ContextColumns, SignalFrame
+from memofs.text.tokenize import tokenize_simple
 
 FORMAT = "memofs-learned-fusion"
 VERSION = 1
@@ -64,7 +65,6 @@ PRESENT_CUES = re.compile(
     r"at\s+present|any\s*more|nowadays|up\s+to\s+date)\b",
     re.I,
 )
-_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def query_cues(text: str) -> QueryCues:
         date=float(DATE_CUES.search(t) is not None),
         present=float(PRESENT_CUES.search(t) is not None),
         when=float(re.match(r"\s*when\b", t, re.I) is not None),
-        n_words=len(_WORD.findall(t)),
+        n_words=len(tokenize_simple(t)),
     )
 
 
