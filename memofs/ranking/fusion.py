@@ -33,7 +33,6 @@ steps 4-7 by a model file's score (:func:`memofs.ranking.learned.fuse_learned`).
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.pools import Fused, Pools, confidence, pools, recency, round_half_up, unverified
