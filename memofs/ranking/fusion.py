@@ -21,9 +21,10 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
 6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
    + w_confidence * clamp01(confidence)``; a missing age gives recency 0.5 and a missing
    confidence gives ``default_confidence``; a switched-off term has weight 0.
-7. ``final *= stale_penalty`` when an anchor drifted (``use_drift``) and
-   ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
-   (``use_decay``); penalties compound (0.5 * 0.6 = 0.3).
+7. Anchor drift: ``final *= stale_penalty`` when an anchor drifted (``use_drift``); kind
+   decay: ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
+   (``use_decay``, :func:`~memofs.ranking.pools.unverified`); penalties compound
+   (0.5 * 0.6 = 0.3). Vocabulary: :class:`~memofs.ranking.config.RecallConfig`.
 8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
 
 ``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
@@ -65,9 +66,9 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
     conf = confidence(frame.confidence[rows], cfg.default_confidence)
     composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
     stale = frame.stale[rows] & cfg.use_drift
-    decayed = unverified(age, frame.kind[rows], cfg)
+    unverified_rows = unverified(age, frame.kind[rows], cfg)
     stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
-    unverified_factor = np.where(decayed, cfg.unverified_penalty, 1.0)
+    unverified_factor = np.where(unverified_rows, cfg.unverified_penalty, 1.0)
     factor = stale_factor * unverified_factor
     final = round_half_up(composite * factor, cfg.round_decimals)
     order = np.lexsort((frame.order_key[rows], -final))[:k]
@@ -84,7 +85,7 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         "confidence": conf,
         "composite": composite,
         "stale": stale,
-        "unverified": decayed,
+        "unverified": unverified_rows,
         "penalty": factor,
         "stale_factor": stale_factor,
         "unverified_factor": unverified_factor,

@@ -213,7 +213,7 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
     conf_missing = np.isnan(conf_raw)
     conf = confidence(conf_raw, fc.default_confidence)
     kind = frame.kind[rows]
-    decayed = unverified(age_raw, kind, fc)
+    unverified_rows = unverified(age_raw, kind, fc)
     in_vec = member["vector_pool"].astype(bool)
     in_lex = member["lexical_pool"].astype(bool)
     lex_norm = _minmax(lex)
@@ -242,7 +242,7 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
         "confidence": conf,
         "confidence_missing": conf_missing.astype(np.float64),
         "stale": frame.stale[rows].astype(np.float64),
-        "unverified": decayed.astype(np.float64),
+        "unverified": unverified_rows.astype(np.float64),
         **{f"kind_{k}": (kind == i).astype(np.float64) for i, k in enumerate(KIND_NAMES)},
         "past_x_recency": q.past * rec,
         "past_x_age_rel": q.past * age_rel,

@@ -134,8 +134,9 @@ def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
 
 
 def unverified(age_days: NDArray[np.float64], kind: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
-    """Kind decay: older than its kind's expiry floor (``cfg.kind_expiry_days``), when
-    ``cfg.use_decay``; a missing age (NaN) never is."""
+    """Kind decay's test (vocabulary: :class:`RecallConfig`): *unverified* = older than its
+    kind's expiry floor (``cfg.kind_expiry_days``), when ``cfg.use_decay``; a missing age
+    (NaN) never is."""
     floors = _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))
     return (np.asarray(age_days) > floors[kind]) & cfg.use_decay
 
