@@ -40,15 +40,6 @@ def fused_run(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> R
     return out
 
 
-def fused_scores(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> dict[str, list[tuple[str, float]]]:
-    """Like :func:`fused_run` with the pipeline's rounded scores kept (for tests and explain)."""
-    out = {}
-    for qid, frame in frames.items():
-        fused = fuse(frame, cfg, k)
-        out[qid] = [(frame.ids[i], float(s)) for i, s in zip(fused.rows.tolist(), fused.scores.tolist(), strict=True)]
-    return out
-
-
 def _work(job: int) -> tuple[int, Ranked, Any]:
     name, group, cfg = _JOBS[job]
     ranked = fused_run(_FRAMES[group], cfg, cfg.top_k)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memofs.signals.bm25 import BM25Index
-from memofs.signals.fuzzy import QueryOverlap, VocabularyMatcher, token_overlap
+from memofs.signals.fuzzy import OverlapIndex, QueryOverlap, VocabularyMatcher, token_overlap
 from memofs.ranking.saturation import clamp01, saturate
 from memofs.text.tokenize import tokenize
 from naive_lexical import naive_fuzzy, naive_scores
@@ -215,3 +215,22 @@ def test_index_fuzzy_equals_per_document_definition_bit_for_bit(docs, query, par
     assert got == {f"d{i}": token_overlap(query, d, partial) for i, d in enumerate(docs)}
     prepared = QueryOverlap(query, partial)  # the reranker's form, prepared once per query
     assert got == {f"d{i}": prepared.score(d) for i, d in enumerate(docs)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(docs=st.lists(doc_st, min_size=1, max_size=8), removed=st.sets(st.integers(0, 7)),
+       query=st.lists(st.sampled_from(WORDS), max_size=5), partial=st.sampled_from([0.25, 0.5]))
+def test_overlap_index_equals_naive_reference_after_removals(docs, removed, query, partial):
+    """The corpus form of the overlap (the reranker's full-corpus column and BM25's fuzzy
+    term) against the plain-loop reference, on an index that was laid out then mutated."""
+    idx = OverlapIndex(tokenizer=str.split, partial=partial)
+    idx.add_many((f"d{i}", " ".join(d)) for i, d in enumerate(docs))
+    idx.overlap(query)
+    idx.remove(f"d{i}" for i in removed)
+    got = dict(zip(idx.ids, idx.overlap(query).tolist()))
+    want = {f"d{i}": naive_fuzzy(query, d, partial) for i, d in enumerate(docs) if i not in removed}
+    assert got.keys() == want.keys()
+    for d in want:
+        assert got[d] == pytest.approx(want[d], abs=1e-12)
+    with pytest.raises(ValueError, match="fuzzy_partial"):
+        OverlapIndex(partial=1.5)

@@ -160,6 +160,27 @@ def test_context_features_by_hand():
     assert v0["session_max_lexical_rel"].tolist() == [0.0, 1.0, 0.0, 0.5]
 
 
+@pytest.mark.parametrize("changes", [{}, {"use_bm25": False}, {"use_fuzzy": False}, {"use_decay": False}])
+def test_features_are_the_fusion_terms_under_the_serving_switches(changes):
+    """The lexical features are the formula's lexical score (switches included) and
+    ``unverified`` the formula's kind-decay test; checked against the formula's own parts."""
+    rng = np.random.default_rng(11)
+    f = random_frame(rng, 60)
+    cfg = RecallConfig(**changes)
+    pool = pools(f, cfg, 10)
+    rows, _w, lexical, member = pool
+    v = {name: col for name, col in zip(FEATURES, features(f, rows, member, FeatureParams(), cfg).T)}
+    assert v["lexical"].tolist() == lexical[rows].tolist()
+    want = (cfg.use_bm25 * f.bm25 + cfg.use_fuzzy * 0.15 * f.fuzzy)[rows]  # hand form of step 1
+    np.testing.assert_allclose(v["lexical"], want, rtol=0, atol=1e-12)
+    assert not v["bm25"].any() if not cfg.use_bm25 else v["bm25"].tolist() == f.bm25[rows].tolist()
+    parts = fuse(f, cfg, 10, candidates=pool).candidate_parts  # per candidate, in pool order
+    assert v["unverified"].astype(bool).tolist() == parts["unverified"].tolist()
+    assert v["recency"].tolist() == parts["recency"].tolist() and v["confidence"].tolist() == parts["confidence"].tolist()
+    if not cfg.use_decay:
+        assert not v["unverified"].any()
+
+
 @pytest.mark.parametrize(("text", "past", "date", "present", "when"), [
     ("When did Caroline go to the support group?", 1, 0, 0, 1),
     ("what is the current retry limit", 0, 0, 1, 0),
@@ -222,6 +243,10 @@ def test_model_file_errors_name_file_line_field(tmp_path):
         model_from_json({**good, "version": 99}, "m.json")
     with pytest.raises(ModelFileError, match="file not found"):
         load_model(tmp_path / "missing.json")
+    # a constant the features' config rejects is the file's error, not a traceback at recall
+    bad = {**good, "feature_params": {**good["feature_params"], "default_confidence": 1.5}}
+    with pytest.raises(ModelFileError, match=r"m\.json: feature_params: .*default_confidence"):
+        model_from_json(bad, "m.json")
 
 
 def test_config_fields_validated():

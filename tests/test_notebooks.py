@@ -22,7 +22,7 @@ import memofs_eval._env  # noqa: F401,E402
 from memofs_eval import cli  # noqa: E402
 from memofs_eval import notebook_api as nb  # noqa: E402
 from memofs_eval import notebooks as runner  # noqa: E402
-from memofs_eval.runner import fused_scores  # noqa: E402
+from memofs.ranking.fusion import fuse  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -181,14 +181,15 @@ def test_evaluate_variants_matches_the_harness_report(quick_report, tiny):
 
 def test_explain_parts_add_up_to_the_pipeline_score(tiny):
     """final = round((vec + lex + rerank + recency + confidence) * penalty, 4), and the
-    ranking is the harness's fused_scores (the pipeline's own fuse)."""
+    ranking is the pipeline's own fuse."""
     s, data = tiny
     cfg = s.default_config()
     frames = nb.frames(data, cfg, s.embedder)
     checked = 0
     for qid, frame in frames.items():
         ex = nb.explain(frame, cfg, k=10)
-        truth = fused_scores({qid: frame}, cfg, 10)[qid]
+        fused = fuse(frame, cfg, 10)
+        truth = list(zip(fused.ids(frame), fused.scores.tolist(), strict=True))
         assert list(ex.id) == [d for d, _ in truth]
         parts = ex[["part_vec", "part_lex", "part_rerank", "part_recency", "part_confidence"]].sum(axis=1)
         np.testing.assert_allclose(np.round(parts * ex.penalty_factor, 4), [sc for _, sc in truth], atol=1.5e-4)

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from memofs.text.stopwords import ADDED_STOP_WORDS, STOP_WORDS, UPSTREAM_STOP_WORDS
@@ -45,3 +46,14 @@ def test_empty_and_bad_input():
         tokenize(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         tokenize_simple(b"bytes")  # type: ignore[arg-type]
+
+
+def test_word_counts_split_underscores_like_the_tokenizer():
+    """The learned fusion counts words with the tokenizer's split (``_`` separates), not
+    ``\\w+`` (which keeps ``default_pool_size`` as one word)."""
+    from memofs.ranking.learned import query_cues
+    from memofs.signals.frame import context_columns
+
+    assert query_cues("pgBouncer default_pool_size").n_words == 4
+    c = context_columns(["a", "b"], ["n", "n"], np.array([0.0, 0.0]), ["set max_conn to 10_000", "__"])
+    assert c.n_words.tolist() == [6, 0]  # set, max, conn, to, 10, 000; "__" has no word

@@ -67,12 +67,9 @@ def machine() -> str:
     lines.append("- libraries: " + ", ".join(versions))
     lines.append("- thread variables: " + ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in THREAD_VARS))
     runtime = []
-    try:
-        import numba
+    import numba
 
-        runtime.append(f"numba threads {numba.config.NUMBA_NUM_THREADS} (layer {numba.config.THREADING_LAYER})")
-    except ImportError:
-        pass
+    runtime.append(f"numba threads {numba.config.NUMBA_NUM_THREADS} (layer {numba.config.THREADING_LAYER})")
     if "torch" in sys.modules:  # only report torch's pool if a benchmark loaded it
         torch = sys.modules["torch"]
         runtime.append(f"torch intra-op threads {torch.get_num_threads()}, inter-op {torch.get_num_interop_threads()}")

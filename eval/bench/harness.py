@@ -3,14 +3,12 @@
     python -m memofs_eval.bench.harness [--quick] [--no-make-eval]
 
 * signals: every query's :class:`SignalFrame` of a bundled dataset, extracted once with the
-  harness's ``compute_frames`` (when ``memofs_eval.signals_cache`` exists; else one
-  Recaller per scope, the same way), with the embedding cache already warm;
+  harness's ``compute_frames``, with the embedding cache already warm;
 * recombination: N seeded random configs that differ only in fusion fields, each fused over
-  every query's cached frame by the harness's ``run_all`` (when ``memofs_eval.runner``
-  exists; else a plain ``fuse`` loop): configs per second at 1 and 2 workers;
+  every query's cached frame by the harness's ``run_all``: configs per second at 1 and 2 workers;
 * peer: the same sweep without the signal cache, i.e. extraction + fusion per config
   (configs/s = 1 / (extraction s + fusion s per config)); ratio = warm / cold;
-* ``make eval`` wall time, run once, when the harness CLI and its default spec exist.
+* ``make eval`` wall time, run once, when its default spec exists.
 """
 
 from __future__ import annotations
@@ -22,12 +20,10 @@ import shlex
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.fusion import fuse
 from memofs.signals.frame import SignalFrame
 from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
 from memofs_eval.bench.output import emit
@@ -61,53 +57,21 @@ def random_configs(n: int, seed: int) -> list[RecallConfig]:
     return out
 
 
-def own_frames(ds, embedder_name: str) -> dict[str, SignalFrame]:
-    """Fallback extraction: one Recaller per scope, like the harness does."""
-    from memofs.graph.entity_graph import EntityGraph
-    from memofs.ranking.recall import Recaller
-    from memofs_eval.bench.recall import embedding_cache, live_embedder
-
-    cache = embedding_cache()
-    live = live_embedder() if embedder_name == "minilm" else None
-    by_scope = defaultdict(list)
-    for q in ds.queries:
-        if ds.relevant(q.id):
-            by_scope[q.scope].append(q)
-    frames = {}
-    for scope, qs in by_scope.items():
-        corpus = ds.corpus_for(qs[0])
-        rec = Recaller(embedder=live, graph=EntityGraph(ds.graph_nodes, ds.graph_edges),
-                       anchor_root=ds.anchor_root(scope) if scope is not None else None)
-        rec.add(corpus, vectors=cache.encode(live, [m.text for m in corpus]) if live else None)
-        for q in qs:
-            frames[q.id] = rec.signals(q.text, task_type=q.task_type, now=ds.now_for(q))
-    return frames
-
-
 def extract(path: Path, embedder_name: str) -> tuple[dict[str, SignalFrame], str, float]:
     """Frames (second call timed: embedding cache and numba kernels warm) and which path ran."""
     from memofs_datasets.format import load_dataset
 
-    ds = load_dataset(path)
-    try:
-        from memofs_eval._env import cache_root
-        from memofs_eval.data import EvalData
-        from memofs_eval.signals_cache import compute_frames
-        from memofs_eval.spec import DatasetRef
+    from memofs_eval._env import cache_root
+    from memofs_eval.data import EvalData
+    from memofs_eval.signals_cache import compute_frames
+    from memofs_eval.spec import DatasetRef
 
-        data = EvalData(DatasetRef(path.name, path), ds)
+    data = EvalData(DatasetRef(path.name, path), load_dataset(path))
 
-        def go() -> dict[str, SignalFrame]:
-            return compute_frames(data, RecallConfig(), embedder_name, cache_root())[0]
+    def go() -> dict[str, SignalFrame]:
+        return compute_frames(data, RecallConfig(), embedder_name, cache_root())[0]
 
-        how = "memofs_eval.signals_cache.compute_frames"
-    except ImportError as exc:
-        print(f"[bench.harness] harness signal cache absent ({exc}); extracting with Recaller directly")
-
-        def go() -> dict[str, SignalFrame]:
-            return own_frames(ds, embedder_name)
-
-        how = "Recaller.signals per scope (harness absent)"
+    how = "memofs_eval.signals_cache.compute_frames"
     go()
     frames, dt = timed(go)
     return frames, how, dt
@@ -115,20 +79,11 @@ def extract(path: Path, embedder_name: str) -> tuple[dict[str, SignalFrame], str
 
 def recombine(frames: dict[str, SignalFrame], configs: list[RecallConfig], workers: int) -> tuple[float, str]:
     """Seconds to fuse every config over every query."""
-    try:
-        from memofs_eval.runner import run_all
+    from memofs_eval.runner import run_all
 
-        jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
-        _, dt = timed(lambda: run_all(jobs, {("g",): frames}, workers=workers))
-        return dt, "memofs_eval.runner.run_all"
-    except ImportError:
-        def loop() -> None:
-            for c in configs:
-                for f in frames.values():
-                    fuse(f, c, c.top_k)
-
-        _, dt = timed(loop)
-        return dt, "fuse loop (harness runner absent)"
+    jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
+    _, dt = timed(lambda: run_all(jobs, {("g",): frames}, workers=workers))
+    return dt, "memofs_eval.runner.run_all"
 
 
 def make_eval_command(makefile: Path = REPO / "Makefile") -> list[str]:
@@ -148,10 +103,6 @@ def make_eval_command(makefile: Path = REPO / "Makefile") -> list[str]:
 def make_eval_wall(enabled: bool) -> str:
     if not enabled:
         return "`make eval`: not run (--quick / --no-make-eval)."
-    try:
-        import memofs_eval.cli  # noqa: F401
-    except ImportError as exc:
-        return f"`make eval`: skipped, the harness CLI is absent ({exc})."
     cmd = make_eval_command()
     spec = next((c for c in cmd if c.endswith(".toml")), None)
     if spec is not None and not (REPO / spec).is_file():

@@ -410,22 +410,11 @@ def measure_rss(n: int, vectors: NDArray[np.float32], seed: int) -> dict[str, di
 
 
 # ---------------------------------------------------------------------- briefing
-def _briefing_api():
-    try:
-        from memofs.store import briefing, cursor
-    except ImportError as exc:
-        print(f"[bench.recall] memofs.store.briefing not importable ({exc}); briefing latency skipped")
-        return None
-    return briefing, cursor
-
-
-def measure_briefing(rec: Recaller, qs: Sequence[str], k: int) -> dict[str, list[float]] | None:
+def measure_briefing(rec: Recaller, qs: Sequence[str], k: int) -> dict[str, list[float]]:
     """ms per ``build_context`` (compact briefing, 8 KiB cap) and per ``expand_context`` of its
     recall cursor, each next to a plain ``recall`` of the same query (the peer)."""
-    api = _briefing_api()
-    if api is None:
-        return None
-    briefing, cursor = api
+    from memofs.store import briefing, cursor
+
     core = "# Core Memory\n\n## Stable Facts\n\n- The benchmark corpus is replicated LoCoMo turns.\n"
     mems = list(rec.memories.values())
     recent = sorted(mems, key=lambda m: m.created_at, reverse=True)[:20]

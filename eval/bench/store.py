@@ -52,15 +52,6 @@ class StoreBenchConfig:
     seed: int = 0
 
 
-def _store_api():
-    try:
-        from memofs.store import project as store
-    except ImportError as exc:
-        print(f"[bench.store] memofs.store.project not importable ({exc}); store benchmark skipped")
-        return None
-    return store
-
-
 def write_store(root: Path, texts: list[str], vectors: np.ndarray | None, embedder_name: str, seed: int) -> None:
     """A ``.memofs/`` store holding ``texts`` as memories (and their vectors), written in bulk
     through the store's own record format."""
@@ -129,10 +120,6 @@ def bench_remember(cfg: StoreBenchConfig, live, vec_source: dict[int, np.ndarray
 
 
 def bench_cli(cfg: StoreBenchConfig) -> str:
-    try:
-        import memofs.surfaces.cli  # noqa: F401
-    except ImportError as exc:
-        return f"`memofs remember` CLI: skipped (memofs.surfaces.cli not importable: {exc})."
     times, err = [], ""
     with tempfile.TemporaryDirectory() as tmp:
         from memofs.store import project as st
@@ -191,8 +178,6 @@ def bench_rehydrate(cfg: StoreBenchConfig, live, rate: float, cache) -> tuple[li
 
 
 def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Section:
-    if _store_api() is None:
-        return Section("Store", "Skipped: memofs/store/project.py is not present.")
     live = live or live_embedder()
     cache = cache or embedding_cache()
     rate = encode_rate(live, cfg.encode_sample)

@@ -32,16 +32,6 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "memofs" / "static"
 
 
-def _median_s(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def bench_encode(n_texts: int) -> list[str]:
     from memofs.signals.embedders import LocalEmbedder, LSAEmbedder, StaticEmbedder
 

@@ -51,7 +51,16 @@ class RecallConfig:
     base    <- (1 - rerank_blend) * base + rerank_blend * clamp01(rerank)
     final    = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
                + w_confidence * clamp01(confidence or default_confidence)
-    final   *= stale_penalty (anchor drift) * unverified_penalty (kind past expiry floor)
+    final   *= stale_penalty (anchor drift) * unverified_penalty (kind decay)
+
+    Post-scoring names, one concept each (the spec's "Post-scoring intelligence: drift and
+    decay"): *anchor drift* is switched by ``use_drift``; a memory whose anchor drifted is
+    *stale* and is multiplied by ``stale_penalty`` (explain: penalty ``stale_anchor``).
+    *Kind decay* (the spec's "cognitive decay") is switched by ``use_decay``; a memory older
+    than its kind's floor in ``kind_expiry_days`` is *unverified* (the spec's word) and is
+    multiplied by ``unverified_penalty`` (explain: penalty ``unverified_kind``; the datasets'
+    query category ``expired_kind`` tests it). The field names stay as they are: they are
+    user-facing in ``.memofs/config.json`` and the eval specs.
     """
 
     # switches

@@ -21,9 +21,10 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
 6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
    + w_confidence * clamp01(confidence)``; a missing age gives recency 0.5 and a missing
    confidence gives ``default_confidence``; a switched-off term has weight 0.
-7. ``final *= stale_penalty`` when an anchor drifted (``use_drift``) and
-   ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
-   (``use_decay``); penalties compound (0.5 * 0.6 = 0.3).
+7. Anchor drift: ``final *= stale_penalty`` when an anchor drifted (``use_drift``); kind
+   decay: ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
+   (``use_decay``, :func:`~memofs.ranking.pools.unverified`); penalties compound
+   (0.5 * 0.6 = 0.3). Vocabulary: :class:`~memofs.ranking.config.RecallConfig`.
 8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
 
 ``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
@@ -32,33 +33,12 @@ steps 4-7 by a model file's score (:func:`memofs.ranking.learned.fuse_learned`).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
-from numpy.typing import NDArray
 
 from memofs.ranking.config import RecallConfig
-from memofs.files.records import MEMORY_KINDS
-from memofs.ranking.pools import Fused, Pools, pools, round_half_up
+from memofs.ranking.pools import Fused, Pools, confidence, pools, recency, round_half_up, unverified
 from memofs.ranking.saturation import clamp01, saturate
-from memofs.signals.frame import OTHER_KIND, SignalFrame
-
-
-def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
-    """``0.5 ** (age_days / half_life)``; ages clamp at 0; a missing age (NaN) gives 0.5;
-    a half-life of 0 gives 1 (upstream)."""
-    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
-    out = np.ones_like(age) if half_life_days <= 0 else np.power(0.5, age / half_life_days)
-    return np.where(np.isnan(age), 0.5, out)
-
-
-@lru_cache(maxsize=64)
-def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
-    table = dict(items)
-    floors = np.full(OTHER_KIND + 1, np.inf)
-    for i, kind in enumerate(MEMORY_KINDS):
-        floors[i] = table.get(kind, np.inf)
-    return floors
+from memofs.signals.frame import SignalFrame
 
 
 def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates: Pools | None = None) -> Fused:
@@ -83,13 +63,12 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         base = base0
     age = frame.age_days[rows]
     rec = recency(age, cfg.half_life_days)
-    conf_raw = frame.confidence[rows]
-    conf = clamp01(np.where(np.isnan(conf_raw), cfg.default_confidence, conf_raw))
+    conf = confidence(frame.confidence[rows], cfg.default_confidence)
     composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
     stale = frame.stale[rows] & cfg.use_drift
-    unverified = (age > _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))[frame.kind[rows]]) & cfg.use_decay
+    unverified_rows = unverified(age, frame.kind[rows], cfg)
     stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
-    unverified_factor = np.where(unverified, cfg.unverified_penalty, 1.0)
+    unverified_factor = np.where(unverified_rows, cfg.unverified_penalty, 1.0)
     factor = stale_factor * unverified_factor
     final = round_half_up(composite * factor, cfg.round_decimals)
     order = np.lexsort((frame.order_key[rows], -final))[:k]
@@ -106,7 +85,7 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         "confidence": conf,
         "composite": composite,
         "stale": stale,
-        "unverified": unverified,
+        "unverified": unverified_rows,
         "penalty": factor,
         "stale_factor": stale_factor,
         "unverified_factor": unverified_factor,

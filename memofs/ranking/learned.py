@@ -38,9 +38,10 @@ from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS, RecallConfig
-from memofs.ranking.pools import Fused, pools, round_half_up
+from memofs.ranking.pools import Fused, confidence, lexical_score, pools, recency, round_half_up, unverified
 from memofs.ranking.saturation import clamp01, saturate
-from memofs.signals.frame import OTHER_KIND, ContextColumns, SignalFrame
+from memofs.signals.frame import ContextColumns, SignalFrame
+from memofs.text.tokenize import tokenize_simple
 
 FORMAT = "memofs-learned-fusion"
 VERSION = 1
@@ -64,7 +65,6 @@ PRESENT_CUES = re.compile(
     r"at\s+present|any\s*more|nowadays|up\s+to\s+date)\b",
     re.I,
 )
-_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def query_cues(text: str) -> QueryCues:
         date=float(DATE_CUES.search(t) is not None),
         present=float(PRESENT_CUES.search(t) is not None),
         when=float(re.match(r"\s*when\b", t, re.I) is not None),
-        n_words=len(_WORD.findall(t)),
+        n_words=len(tokenize_simple(t)),
     )
 
 
@@ -106,6 +106,13 @@ class FeatureParams:
     @classmethod
     def from_config(cls, cfg: RecallConfig) -> FeatureParams:
         return cls(cfg.fuzzy_boost, cfg.saturation_c, cfg.half_life_days, cfg.default_confidence, dict(cfg.kind_expiry_days))
+
+    def config(self, cfg: RecallConfig | None = None) -> RecallConfig:
+        """``cfg`` (default :class:`RecallConfig`) with these constants: what the features
+        are computed under."""
+        return (cfg or RecallConfig()).replace(
+            fuzzy_boost=self.fuzzy_boost, saturation_c=self.saturation_c, half_life_days=self.half_life_days,
+            default_confidence=self.default_confidence, kind_expiry_days=dict(self.kind_expiry_days))
 
     def to_dict(self) -> dict[str, Any]:
         return {"fuzzy_boost": self.fuzzy_boost, "saturation_c": self.saturation_c, "half_life_days": self.half_life_days,
@@ -174,14 +181,24 @@ def _pool_rr(values: NDArray[np.float64], member: NDArray[np.bool_], order_key: 
     return out
 
 
-def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDArray[np.bool_]], params: FeatureParams) -> NDArray[np.float64]:
+def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDArray[np.bool_]], params: FeatureParams,
+             cfg: RecallConfig | None = None) -> NDArray[np.float64]:
     """The ``(len(rows), len(FEATURES))`` feature matrix of one query's candidates ``rows``
-    (``member``: pool membership per candidate, as returned by :func:`memofs.ranking.pools.pools`)."""
+    (``member``: pool membership per candidate, as returned by :func:`memofs.ranking.pools.pools`).
+
+    The formula's terms are the fusion's own (:func:`~memofs.ranking.pools.lexical_score`,
+    :func:`~memofs.ranking.pools.recency`, :func:`~memofs.ranking.pools.confidence`,
+    :func:`~memofs.ranking.pools.unverified`, saturation), computed under
+    :meth:`FeatureParams.config`: the model's constants with ``cfg``'s switches (default:
+    every signal on), so a signal switched off (``use_bm25``, ``use_fuzzy``, ``use_decay``)
+    is 0 in every feature built on it."""
+    fc = params.config(cfg)
     n = rows.size
     ok = frame.order_key[rows]
-    bm25 = np.nan_to_num(frame.bm25[rows])
-    fuzzy = np.nan_to_num(frame.fuzzy[rows])
-    lex = bm25 + params.fuzzy_boost * fuzzy
+    lex_all = lexical_score(frame, fc)
+    lex = lex_all[rows]
+    bm25 = frame.bm25[rows] if fc.use_bm25 else np.zeros(n)
+    fuzzy = frame.fuzzy[rows] if fc.use_fuzzy else np.zeros(n)
     cos_raw = frame.cosine[rows]
     cos_missing = np.isnan(cos_raw)
     cos = np.where(cos_missing, 0.0, cos_raw)
@@ -190,17 +207,13 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
     age_raw = frame.age_days[rows]
     age_missing = np.isnan(age_raw)
     age = np.where(age_missing, 0.0, np.maximum(age_raw, 0.0))
-    hl = params.half_life_days
-    rec = np.where(age_missing, 0.5, np.ones(n) if hl <= 0 else np.power(0.5, age / max(hl, 1e-300)))
+    rec = recency(age_raw, fc.half_life_days)
     age_rel = _minmax(np.where(age_missing, np.nan, age))
     conf_raw = frame.confidence[rows]
     conf_missing = np.isnan(conf_raw)
-    conf = clamp01(np.where(conf_missing, params.default_confidence, conf_raw))
-    floors = np.full(OTHER_KIND + 1, np.inf)
-    for i, k in enumerate(MEMORY_KINDS):
-        floors[i] = params.kind_expiry_days.get(k, np.inf)
+    conf = confidence(conf_raw, fc.default_confidence)
     kind = frame.kind[rows]
-    unverified = ~age_missing & (age_raw > floors[kind])
+    unverified_rows = unverified(age_raw, kind, fc)
     in_vec = member["vector_pool"].astype(bool)
     in_lex = member["lexical_pool"].astype(bool)
     lex_norm = _minmax(lex)
@@ -209,7 +222,7 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
     qlen = math.log1p(q.n_words)
     cols: dict[str, NDArray[np.float64]] = {
         "lexical": lex,
-        "lexical_saturated": clamp01(saturate(lex, params.saturation_c)),
+        "lexical_saturated": clamp01(saturate(lex, fc.saturation_c)),
         "bm25": bm25,
         "fuzzy": fuzzy,
         "lexical_norm": lex_norm,
@@ -229,7 +242,7 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
         "confidence": conf,
         "confidence_missing": conf_missing.astype(np.float64),
         "stale": frame.stale[rows].astype(np.float64),
-        "unverified": unverified.astype(np.float64),
+        "unverified": unverified_rows.astype(np.float64),
         **{f"kind_{k}": (kind == i).astype(np.float64) for i, k in enumerate(KIND_NAMES)},
         "past_x_recency": q.past * rec,
         "past_x_age_rel": q.past * age_rel,
@@ -240,7 +253,7 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
         "when_x_age_rel": q.when * age_rel,
         "qlen_x_lexical_norm": qlen * lex_norm,
         "qlen_x_cosine_norm": qlen * cos_norm,
-        **_context_features(frame, rows, np.nan_to_num(frame.bm25) + params.fuzzy_boost * np.nan_to_num(frame.fuzzy), q.when),
+        **_context_features(frame, rows, lex_all, q.when),
     }
     return np.column_stack([np.asarray(cols[f], dtype=np.float64) for f in FEATURES]) if n else np.zeros((0, len(FEATURES)))
 
@@ -288,7 +301,7 @@ def _session_stats(values: NDArray[np.float64], session: NDArray[np.int64], rows
 def _context_features(frame: SignalFrame, rows: NDArray[np.int64], lexical: NDArray[np.float64], when: float
                       ) -> dict[str, NDArray[np.float64]]:
     """The context columns of :data:`FEATURES` for candidates ``rows`` (``lexical``: every
-    frame row's BM25 + fuzzy_boost * fuzzy; ``when``: the query's "when" flag)."""
+    frame row's :func:`~memofs.ranking.pools.lexical_score`; ``when``: the query's "when" flag)."""
     ctx = frame.context if frame.context is not None else _no_context(len(frame))
     lex_rel, cos_rel = _corpus_rel(frame, lexical)
 
@@ -357,13 +370,6 @@ class LearnedModel:
     def raw_scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """``coef . ((X - mean) / scale)`` per row (ranking is invariant to the squash)."""
         return ((X - self.mean) / self.scale) @ self.coef
-
-    def score(self, frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDArray[np.bool_]]) -> NDArray[np.float64]:
-        """Squashed scores in (0, 1) for candidates ``rows`` of ``frame``."""
-        X = features(frame, rows, member, self.params)
-        cols = [FEATURES.index(f) for f in self.features]
-        s = self.raw_scores(X[:, cols])
-        return 1.0 / (1.0 + np.exp(-np.clip(s, -500.0, 500.0)))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -435,6 +441,10 @@ def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> LearnedMo
             raise ModelFileError(path, f"feature_params.{key}", f"expected a finite number >= 0, got {v!r}")
     if not isinstance(params.kind_expiry_days, dict):
         raise ModelFileError(path, "feature_params.kind_expiry_days", "expected an object of kind -> days")
+    try:
+        params.config()  # the features run under it: a constant it rejects is the file's error
+    except ValueError as exc:
+        raise ModelFileError(path, "feature_params", str(exc)) from None
     return LearnedModel(tuple(names), np.array(mean), np.array(scale), np.array(coef), params,
                         training=dict(data.get("training") or {}), cv=dict(data.get("cv") or {}))
 
@@ -477,7 +487,7 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedMo
         model = load_model(cfg.learned_model)
     pool = candidates if candidates is not None else pools(frame, cfg, k)
     rows, w, member = pool.rows, pool.weights, pool.member
-    X = features(frame, rows, member, model.params)
+    X = features(frame, rows, member, model.params, cfg)
     cols = [FEATURES.index(f) for f in model.features]
     raw = model.raw_scores(X[:, cols])
     final = round_half_up(1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0))), cfg.round_decimals)

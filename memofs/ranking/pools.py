@@ -9,21 +9,26 @@
 :func:`top_rows` is the reference selection (numpy, one pool at a time); :func:`pools` runs
 the same selection compiled, both pools in one pass over the frame, and is tested equal to
 it, ties included. The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are
-what both fusions return.
+what both fusions return, and the per-candidate terms here (:func:`lexical_score`,
+:func:`recency`, :func:`confidence`, :func:`unverified`, :func:`round_half_up`) are what
+both fusions compute from a frame: one definition each, so the learned features are the
+formula's own terms.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import RecallConfig
-from memofs.signals.frame import SignalFrame
+from memofs.ranking.saturation import clamp01
+from memofs.signals.frame import OTHER_KIND, SignalFrame
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,37 @@ def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
     if cfg.use_fuzzy:
         return cfg.fuzzy_boost * frame.fuzzy
     return np.zeros(len(frame))
+
+
+def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
+    """``0.5 ** (age_days / half_life)`` (spec "Fusion"); ages clamp at 0; a missing age
+    (NaN) gives 0.5; a half-life of 0 gives 1 (upstream)."""
+    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
+    out = np.ones_like(age) if half_life_days <= 0 else np.power(0.5, age / half_life_days)
+    return np.where(np.isnan(age), 0.5, out)
+
+
+def confidence(raw: NDArray[np.float64], default: float) -> NDArray[np.float64]:
+    """``clamp01(confidence)``, ``default`` where it was not given (NaN) (upstream ``readConfidence``)."""
+    return clamp01(np.where(np.isnan(raw), default, raw))
+
+
+@lru_cache(maxsize=64)
+def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
+    """Expiry floor in days per kind code (infinite for a kind without one)."""
+    table = dict(items)
+    floors = np.full(OTHER_KIND + 1, np.inf)
+    for i, kind in enumerate(MEMORY_KINDS):
+        floors[i] = table.get(kind, np.inf)
+    return floors
+
+
+def unverified(age_days: NDArray[np.float64], kind: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
+    """Kind decay's test (vocabulary: :class:`RecallConfig`): *unverified* = older than its
+    kind's expiry floor (``cfg.kind_expiry_days``), when ``cfg.use_decay``; a missing age
+    (NaN) never is."""
+    floors = _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))
+    return (np.asarray(age_days) > floors[kind]) & cfg.use_decay
 
 
 def _weights(frame: SignalFrame, cfg: RecallConfig, any_vec: bool, any_lex: bool) -> tuple[float, float, str]:

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from memofs.signals.anchors import AnchorChecker
 from memofs.signals.bm25 import BM25Index
+from memofs.signals.fuzzy import OverlapIndex
 from memofs.ranking.config import RecallConfig
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.embedders.select import SafeEmbedder
@@ -34,7 +35,6 @@ from memofs.files.records import Memory
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.rewrite import rewrite_query
 from memofs.signals.frame import ContextColumns, SignalFrame, context_columns, kind_code
-from memofs.text.tokenize import tokenize_simple
 from memofs.signals.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -98,9 +98,9 @@ class Recaller:
         self._vectors: VectorIndex | None = None
         self._lexical: dict[tuple[float, float, float], BM25Index] = {}
         # the fallback reranker's overlap for *every* document (SignalFrame for the harness)
-        # comes from a second index over its own tokens; online recall scores only the pool
-        # and never builds it
-        self._rerank_index: BM25Index | None = None
+        # comes from its overlap index over its own tokens; online recall scores only the
+        # pool and never builds it
+        self._rerank_index: OverlapIndex | None = None
         self._rerank_rows: tuple[tuple[str, ...], NDArray[np.int64]] | None = None  # (ids it aligns, rows)
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
@@ -194,18 +194,19 @@ class Recaller:
         return cols
 
     def _rerank_all(self, text: str, ids: tuple[str, ...]) -> NDArray[np.float64]:
-        """The fallback reranker's overlap for every document, aligned with ``ids``: the
-        fuzzy term of an index over the reranker's tokens (equal, bit for bit, to
-        :meth:`DeterministicFallbackReranker.score` of each text)."""
+        """The fallback reranker's overlap for every document, aligned with ``ids``
+        (:meth:`DeterministicFallbackReranker.corpus_index`: equal, bit for bit, to its
+        :meth:`~DeterministicFallbackReranker.score` of each text)."""
+        assert isinstance(self.reranker, DeterministicFallbackReranker)  # frame.rerank_ok says so
         if self._rerank_index is None:
-            self._rerank_index = BM25Index(tokenizer=tokenize_simple, fuzzy_boost=0.0, fuzzy_partial=self.reranker.partial)
+            self._rerank_index = self.reranker.corpus_index()
             self._rerank_index.add_many(self._texts())
             self._rerank_rows = None
         # lexical indexes of different (k1, b) may order the same documents differently
         if self._rerank_rows is None or self._rerank_rows[0] is not ids:
             pos = {d: i for i, d in enumerate(self._rerank_index.ids)}
             self._rerank_rows = (ids, np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids)))
-        return self._rerank_index.score(text).fuzzy[self._rerank_rows[1]]
+        return self._rerank_index.overlap(text)[self._rerank_rows[1]]
 
     def _text_of(self, doc_id: str) -> str:
         mem = self._memories.get(doc_id)

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS
+from memofs.text.tokenize import tokenize_simple
 
 #: kind codes: the seven upstream kinds, then "other" (graph documents, unknown kinds)
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(MEMORY_KINDS)}
@@ -33,7 +34,6 @@ def kind_code(kind: str) -> int:
 
 # --------------------------------------------------------------------------- context columns
 
-_WORD = re.compile(r"\w+")
 _DIGITS = re.compile(r"(\d+)")
 #: a memory that mentions a moment: relative expressions, weekdays, month names, years
 TIME_MENTION = re.compile(
@@ -60,7 +60,7 @@ class ContextColumns:
       without ``created_at`` (or a graph document) is a session of its own.
     * ``prev_row`` / ``next_row``: the document remembered just before / after in the same
       session, in the order ``(created_at, natural id, id)``; -1 at a session's ends.
-    * ``n_words``: ``\\w+`` tokens of the text; ``is_question``: the text contains ``?``;
+    * ``n_words``: words of the text (:func:`memofs.text.tokenize.tokenize_simple`); ``is_question``: the text contains ``?``;
       ``has_time``: the text mentions a moment (:data:`TIME_MENTION`).
     """
 
@@ -107,7 +107,7 @@ def context_columns(ids: Sequence[str], namespaces: Sequence[str | None], create
     next_row[order[linked]] = order[linked + 1]
     return ContextColumns(
         prev_row, next_row, session,
-        np.array([len(_WORD.findall(t)) for t in texts], dtype=np.float64),
+        np.array([len(tokenize_simple(t)) for t in texts], dtype=np.float64),
         np.array(["?" in t for t in texts], dtype=bool),
         np.array([TIME_MENTION.search(t) is not None for t in texts], dtype=bool),
     )

@@ -8,44 +8,44 @@ with the partial credit ``p = 0.25``. ``Q`` keeps duplicates (a repeated query t
 each time, and the denominator counts it too); ``D`` is a set. An empty ``Q`` or ``D``
 gives 0. The result lies in [0, 1].
 
-:func:`token_overlap` is the per-document definition. The index computes the same number
-for every document at once at the vocabulary level (see :class:`VocabularyMatcher`).
+The one definition has two forms, equal bit for bit (both sum ``count(q) * credit(q)`` over
+the distinct query terms in first-seen order, then divide once):
+
+* per document: :func:`token_overlap`, prepared once per query as :class:`QueryOverlap`
+  (the reranker scoring a candidate pool);
+* every document at once: :class:`OverlapIndex`, documents' terms by id laid out
+  term-major, credits found at the vocabulary level (:class:`VocabularyMatcher`). BM25's
+  fuzzy column (:class:`memofs.signals.bm25.BM25Index` extends it) and the deterministic
+  reranker's full-corpus column (``Recaller.signals``) both come from it.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence, Set as AbstractSet
+from collections.abc import Callable, Iterable, Sequence, Set as AbstractSet
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from memofs.signals.bm25_kernel import add_fuzzy_term
+from memofs.text.tokenize import tokenize
+
+Tokenizer = Callable[[str], list[str]]
 
 
-def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str] | AbstractSet[str], partial: float = 0.25) -> float:
-    """Per-document fuzzy overlap, written straight from the definition.
-
-    Sums ``count(q) * credit(q)`` over the distinct query terms in first-seen order, the
-    same floating-point steps the index (and :class:`QueryOverlap`) take, so they agree
-    bit for bit.
-    """
-    if not query_terms or not doc_terms:
-        return 0.0
-    doc_set = doc_terms if isinstance(doc_terms, AbstractSet) else set(doc_terms)
-    total = 0.0
-    for q, mult in Counter(query_terms).items():
-        if q in doc_set:
-            credit = 1.0
-        elif any(q in d or d in q for d in doc_set):
-            credit = partial
-        else:
-            credit = 0.0
-        total += mult * credit
-    return total / len(query_terms)
+def _check_partial(partial: float) -> float:
+    if not 0.0 <= partial <= 1.0:
+        raise ValueError(f"fuzzy_partial must be in [0, 1], got {partial}")
+    return float(partial)
 
 
 class QueryOverlap:
-    """:func:`token_overlap` with the query prepared once, for scoring many documents
-    (the reranker's candidate pool): "q lies inside some d" is one substring scan of the
-    document's terms joined by newlines, and "some d lies inside q" one set intersection
-    with q's precomputed substrings."""
+    """:func:`token_overlap` with the query prepared once, for scoring many documents:
+    "q lies inside some d" is one substring scan of the document's terms joined by
+    newlines, and "some d lies inside q" one set intersection with q's precomputed
+    substrings."""
 
     def __init__(self, query_terms: Sequence[str], partial: float = 0.25) -> None:
         self.n = len(query_terms)
@@ -70,6 +70,11 @@ class QueryOverlap:
                 credit = 0.0
             total += mult * credit
         return total / self.n
+
+
+def token_overlap(query_terms: Sequence[str], doc_terms: Sequence[str] | AbstractSet[str], partial: float = 0.25) -> float:
+    """Fuzzy overlap of one document (the module's definition)."""
+    return QueryOverlap(query_terms, partial).score(doc_terms)
 
 
 class VocabularyMatcher:
@@ -115,3 +120,154 @@ class VocabularyMatcher:
         if own is not None:
             found.discard(own)
         return sorted(found)
+
+
+class Postings:
+    """Immutable term-major snapshot of an :class:`OverlapIndex`: ids, their id order, the
+    vocabulary, and a docs x terms ``scipy.sparse`` CSC matrix of term frequencies (its
+    sparsity pattern is "d holds the term")."""
+
+    def __init__(self, ids: tuple[str, ...], order_key: NDArray[np.int64], vocab: dict[str, int],
+                 tf: sp.csc_matrix, lengths: NDArray[np.float64]) -> None:
+        self.ids = ids
+        self.order_key = order_key
+        self.vocab = vocab
+        self.tf = tf
+        self.lengths = lengths  # tokens per document, duplicates counted
+        self.matcher = VocabularyMatcher(list(vocab))
+        self._related: dict[str, NDArray[np.int64]] = {}
+
+    @classmethod
+    def collect(cls, index: OverlapIndex) -> tuple[tuple[str, ...], NDArray[np.int64], dict[str, int], sp.csc_matrix, NDArray[np.float64]]:
+        """The constructor's arguments for the current documents of ``index``."""
+        ids = tuple(index._docs)
+        n = len(ids)
+        order_key = np.empty(n, dtype=np.int64)
+        order_key[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(n)
+        vocab = {t: j for j, t in enumerate(index._df)}
+        rows, cols, tfs = [], [], []
+        for i, doc_id in enumerate(ids):
+            tf = index._docs[doc_id]
+            if tf:
+                rows.append(np.full(len(tf), i, dtype=np.int64))
+                cols.append(np.fromiter((vocab[t] for t in tf), dtype=np.int64, count=len(tf)))
+                tfs.append(np.fromiter(tf.values(), dtype=np.float64, count=len(tf)))
+        if rows:
+            r, c, f = np.concatenate(rows), np.concatenate(cols), np.concatenate(tfs)
+        else:
+            r = c = np.zeros(0, dtype=np.int64)
+            f = np.zeros(0)
+        tf_matrix = sp.csc_matrix((f, (r, c)), shape=(n, len(vocab)))
+        lengths = np.fromiter((index._lengths[d] for d in ids), dtype=np.float64, count=n)
+        return ids, order_key, vocab, tf_matrix, lengths
+
+    @classmethod
+    def build(cls, index: OverlapIndex) -> Postings:
+        return cls(*cls.collect(index))
+
+    def related(self, term: str) -> NDArray[np.int64]:
+        hit = self._related.get(term)
+        if hit is None:
+            hit = np.asarray(self.matcher.related(term), dtype=np.int64)
+            self._related[term] = hit
+        return hit
+
+    def overlap(self, terms: Sequence[str], partial: float) -> NDArray[np.float64]:
+        """Fuzzy overlap of every document, aligned with :attr:`ids`: the sum of
+        ``count(q) * credit(q)`` per document, in the steps :class:`QueryOverlap` takes,
+        visiting only the documents with an exact or related posting."""
+        n = len(self.ids)
+        fz = np.zeros(n)
+        if not terms or not n:
+            return fz
+        m = self.tf
+        credit, seen, touched = np.zeros(n), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)
+        for term, mult in Counter(terms).items():
+            j = self.vocab.get(term)
+            add_fuzzy_term(m.indptr, m.indices, self.related(term), -1 if j is None else j, float(partial),
+                           float(mult), fz, credit, seen, touched)
+        fz /= len(terms)
+        return fz
+
+
+class OverlapIndex:
+    """A mutable index of documents' terms keyed by id, scored with the fuzzy overlap of
+    every document at once (:meth:`overlap`).
+
+    ``tokenizer`` maps text to terms (default :func:`memofs.text.tokenize.tokenize`, the
+    recall tokens; the deterministic reranker passes its own). Adds, updates and removals
+    touch the per-document term counts and the df counters; the term-major
+    :class:`Postings` snapshot is rebuilt lazily on the next query, giving exactly the
+    scores of a fresh build. Subclasses extend the snapshot (``snapshot_type``).
+    """
+
+    snapshot_type: type[Postings] = Postings
+
+    def __init__(self, tokenizer: Tokenizer = tokenize, partial: float = 0.25) -> None:
+        self.tokenizer = tokenizer
+        self.partial = _check_partial(partial)
+        self._docs: dict[str, Counter[str]] = {}
+        self._lengths: dict[str, int] = {}
+        self._df: Counter[str] = Counter()
+        self._total_len = 0
+        self._dirty = True
+        self._snapshot: Postings | None = None
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._docs
+
+    def add(self, doc_id: str, text: str) -> None:
+        """Insert or replace one document."""
+        self.add_many([(doc_id, text)])
+
+    def add_many(self, docs: Iterable[tuple[str, str]]) -> None:
+        """Insert or replace documents; re-adding an id replaces its old text."""
+        for doc_id, text in docs:
+            if not isinstance(doc_id, str) or not doc_id:
+                raise TypeError(f"document id must be a non-empty str, got {doc_id!r}")
+            if not isinstance(text, str):
+                raise TypeError(f"document {doc_id!r}: text must be str, got {type(text).__name__}")
+            if doc_id in self._docs:
+                self._drop(doc_id)
+            tf = Counter(self.tokenizer(text))
+            self._docs[doc_id] = tf
+            self._lengths[doc_id] = sum(tf.values())
+            self._total_len += self._lengths[doc_id]
+            self._df.update(tf.keys())
+        self._dirty = True
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove documents by id; unknown ids are ignored."""
+        for doc_id in ids:
+            if doc_id in self._docs:
+                self._drop(doc_id)
+        self._dirty = True
+
+    def _drop(self, doc_id: str) -> None:
+        tf = self._docs.pop(doc_id)
+        self._total_len -= self._lengths.pop(doc_id)
+        for term in tf:
+            self._df[term] -= 1
+            if self._df[term] <= 0:
+                del self._df[term]
+
+    def _refresh(self) -> Postings:
+        if self._dirty or self._snapshot is None:
+            self._snapshot = self.snapshot_type.build(self)
+            self._dirty = False
+        return self._snapshot
+
+    def _terms(self, query: str | Sequence[str]) -> list[str]:
+        return self.tokenizer(query) if isinstance(query, str) else list(query)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return self._refresh().ids
+
+    def overlap(self, query: str | Sequence[str]) -> NDArray[np.float64]:
+        """Fuzzy overlap of every document for ``query`` (text, tokenized here, or a term
+        list), aligned with :attr:`ids`."""
+        return self._refresh().overlap(self._terms(query), self.partial)

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.signals.fuzzy import QueryOverlap
+from memofs.signals.fuzzy import OverlapIndex, QueryOverlap
 from memofs.text.tokenize import tokenize_simple
 
 
@@ -28,8 +28,12 @@ class Reranker(Protocol):
 
 
 class DeterministicFallbackReranker:
-    """Token overlap of the reranker tokens (no stop-word removal): exact 1, containment
-    in either direction 0.25, divided by the number of query tokens (upstream section 5)."""
+    """The fuzzy overlap (:mod:`memofs.signals.fuzzy`) of the reranker tokens (no stop-word
+    removal): exact 1, containment in either direction 0.25, divided by the number of query
+    tokens (upstream section 5: ``tokenOverlapScore(tokenizeSimple(q), tokenizeSimple(d))``).
+
+    :meth:`score` scores given texts (a candidate pool); :meth:`corpus_index` gives the
+    same scores for every document of a corpus at once (the harness's signal frames)."""
 
     name = "deterministic-fallback"
     scores_corpus = True
@@ -40,6 +44,11 @@ class DeterministicFallbackReranker:
     def score(self, query: str, texts: Sequence[str]) -> NDArray[np.float64]:
         q = QueryOverlap(tokenize_simple(query), self.partial)
         return np.array([q.score(tokenize_simple(t)) for t in texts], dtype=np.float64)
+
+    def corpus_index(self) -> OverlapIndex:
+        """An empty index whose :meth:`~OverlapIndex.overlap` of a query text equals
+        :meth:`score` of each document it holds."""
+        return OverlapIndex(tokenizer=tokenize_simple, partial=self.partial)
 
 
 class CrossEncoderReranker:

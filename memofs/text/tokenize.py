@@ -1,12 +1,15 @@
 """Tokenizers (spec "Signal 1"; upstream-facts.md section 1).
 
-Three tokenizers, one per use, as upstream has them:
+Every caller that splits text into words uses this module. Two splits, as upstream has
+them:
 
-* :func:`tokenize` feeds BM25 and fuzzy overlap: lowercase, split on runs of
-  non-alphanumeric characters, drop the 94 stop words.
-* :func:`tokenize_simple` feeds the deterministic reranker: the same split, no stop words.
-* :func:`tokenize_rewrite` feeds task-aware query rewriting: split on whitespace and
-  punctuation (hyphen included) but keep ``_`` inside tokens.
+* the *word* split: lowercase, runs of alphanumeric characters (``[^\\W_]+``).
+  :func:`tokenize` feeds BM25 and fuzzy overlap (the split minus the 94 stop words);
+  :func:`tokenize_simple` is the split alone: the deterministic reranker's tokens, and the
+  word counts of the learned fusion's features (query length, memory length).
+* the *rewrite* split: :func:`tokenize_rewrite` feeds task-aware query rewriting: split on
+  whitespace and punctuation (hyphen included) but keep ``_`` inside tokens (upstream's
+  strategist tokenizer).
 
 Unicode: "alphanumeric" means Unicode letters and digits (``str.isalnum`` semantics), so
 accented words stay whole ("café" -> ``café``) and a CJK run without spaces is a single
@@ -39,12 +42,15 @@ def tokenize(text: str, *, stop_words: Iterable[str] | None = None, min_length: 
     """
     words = _WORD.findall(_check(text).lower())
     stops = STOP_WORDS if stop_words is None else frozenset(stop_words)
+    if not stops and min_length <= 1:
+        return words
     return [w for w in words if len(w) >= min_length and w not in stops]
 
 
 def tokenize_simple(text: str) -> list[str]:
-    """Reranker tokens: lowercased alphanumeric runs, no stop-word removal."""
-    return _WORD.findall(_check(text).lower())
+    """The word split alone (reranker tokens, word counts): :func:`tokenize` with no stop
+    words."""
+    return tokenize(text, stop_words=())
 
 
 def tokenize_rewrite(text: str) -> list[str]:
