@@ -30,6 +30,7 @@ Durability rules:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -51,6 +52,7 @@ from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
 from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
+from memofs.store.briefing import NotesHead, notes_head
 from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
 
 log = logging.getLogger("memofs.store")
@@ -648,6 +650,12 @@ class Rehydrated:
     warnings: list[str]
     embedded: int = 0
     loaded_vectors: int = 0
+
+    @functools.cached_property
+    def notes_head(self) -> NotesHead:
+        """The briefing's notes list, ordered and rendered once per state (every briefing
+        shows its head; none depends on the query)."""
+        return notes_head(self.memories)
 
 
 def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
