@@ -414,3 +414,51 @@ def test_all_kinds_round_trip(store: Store) -> None:
     for k in MEMORY_KINDS:
         store.remember(f"a memory of kind {k}", kind=k, confidence=0.5)
     assert [m.kind for m in store.load().memories] == list(MEMORY_KINDS)
+
+
+# ---------------------------------------------------------------------- writes at scale (issue 18)
+def test_remember_appends_graph_facts_in_place(store: Store) -> None:
+    store.remember("The api uses Postgres", now=T0)
+    nodes, edges = store.paths.graph / "nodes.jsonl", store.paths.graph / "edges.jsonl"
+    before, inode = nodes.read_bytes(), nodes.stat().st_ino
+    store.remember("The worker uses Redis", now=T0 + timedelta(seconds=1))
+    assert nodes.stat().st_ino == inode and nodes.read_bytes().startswith(before)  # appended, not rewritten
+    fresh = Store.open(store.root).load_graph()  # what a reader of the files sees
+    assert {"postgres", "redis"} <= {n.label.lower() for n in fresh.nodes} and len(fresh.edges) == 2
+    store.remember("The api uses Postgres", now=T0 + timedelta(seconds=2))  # nothing new: no line at all
+    assert len(nodes.read_text().splitlines()) == len(fresh.nodes) and len(edges.read_text().splitlines()) == len(fresh.edges)
+
+
+def test_writes_of_another_process_are_seen_by_a_long_lived_store(store: Store) -> None:
+    other = Store.open(store.root)
+    a = store.remember("same text", now=T0)
+    b = other.remember("same text", now=T0)  # same text, same instant, another writer
+    c = store.remember("same text", now=T0)  # this store must see b's id without re-reading from scratch
+    assert len({a.id, b.id, c.id}) == 3
+    other.remember("The cache uses Redis", now=T0)
+    store.remember("The api uses Postgres", now=T0)
+    labels = {n.label.lower() for n in Store.open(store.root).load_graph().nodes}
+    assert {"redis", "postgres"} <= labels  # neither writer dropped the other's facts
+
+
+def test_a_replaced_memories_file_is_read_again_for_ids(store: Store, tmp_path: Path) -> None:
+    a = store.remember("same text", now=T0)
+    (tmp_path / "other").mkdir()
+    x = Store.init(tmp_path / "other", clock=fixed()).remember("other text", now=T0)
+    joined = store.paths.memories.read_text() + (tmp_path / "other" / ".memofs/memory/memories.jsonl").read_text()
+    tmp = store.paths.memories.with_suffix(".new")
+    tmp.write_text(joined)
+    os.replace(tmp, store.paths.memories)  # another tool rewrote the file: a new inode
+    y = store.remember("other text", now=T0)
+    assert y.id != x.id and [m.id for m in store.load().memories] == [a.id, x.id, y.id]
+
+
+def test_a_torn_graph_append_is_skipped_then_cut(store: Store) -> None:
+    store.remember("The api uses Postgres", now=T0)
+    nodes = store.paths.graph / "nodes.jsonl"
+    with open(nodes, "ab") as fh:
+        fh.write(b'{"id": "concept:half", "lab')  # a writer killed mid-append
+    assert "concept:half" not in Store.open(store.root).load_graph()  # readable meanwhile
+    store.remember("The worker uses Redis", now=T0 + timedelta(seconds=1))
+    g = Store.open(store.root).load_graph()
+    assert "concept:half" not in g and any(n.label.lower() == "redis" for n in g.nodes)

@@ -8,9 +8,17 @@ or dimension are never loaded; they are reported so the caller re-embeds them. A
 truncated or corrupt *last* line (a crash mid-write by some other writer) is skipped with
 one warning; a corrupt line elsewhere is an error naming file, line and field.
 
-Writes rewrite the whole file into a temp file in the same directory, fsync it and
-``os.replace`` it over the old one, under an exclusive ``filelock`` lock: readers always see
-a complete file and concurrent writers serialise, so nothing is lost.
+Writes serialise on an exclusive ``filelock`` lock. :meth:`EmbeddingsFile.upsert` (every
+``remember``) appends one line per record (:mod:`memofs.files.jsonl`: one fsynced write,
+torn tail cut first), so its cost does not grow with the file; the later line of an id
+wins on load. Dead lines (an id written again, a removed memory, another embedder's
+vector) are dropped by *compaction*: the whole file rewritten into a temp file in the same
+directory, fsynced and ``os.replace``-d over the old one. It runs in :meth:`sync` (every
+rehydration, under the lock) when lines of removed ids or of another embedder or dimension
+are present, or when superseded lines reach ``COMPACT_MIN_DEAD`` and a quarter of the live
+ones (amortised: a rewrite of L lines happens after at least L/4 appends); and in
+:meth:`remove`. A process killed mid-compaction leaves the old file whole (plus a temp
+file, removed by the next compaction): nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from filelock import FileLock
 from numpy.typing import NDArray
 
 from memofs.files import safe_json
+from memofs.files.jsonl import append_lines, repair_tail
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.vector_index import DEFAULT_NAMESPACE, VectorIndex
 
@@ -37,6 +46,12 @@ log = logging.getLogger("memofs.embeddings_file")
 
 DEFAULT_PATH = Path(".memofs") / "indexes" / "embeddings.jsonl"
 _TMP_PREFIX = ".embeddings-tmp-"
+COMPACT_MIN_DEAD = 1000
+"""Superseded lines below this count never trigger a compaction (small files stay put)."""
+
+
+def _before_replace() -> None:
+    """Called between a compaction's fsync and its rename; a test kills the process here."""
 
 
 class EmbeddingsFileError(ValueError):
@@ -167,9 +182,16 @@ class EmbeddingsFile:
         return [(n, obj) for n, _, obj in rows], skipped
 
     def load(self, embedder_name: str, dim: int) -> tuple[list[EmbeddingRecord], list[SkippedLine]]:
-        """Records written by ``embedder_name`` at ``dim``; other lines come back as skipped."""
+        """Records written by ``embedder_name`` at ``dim`` (the later line of an id wins);
+        other lines come back as skipped."""
+        by_id, skipped, _ = self._load(embedder_name, dim)
+        return list(by_id.values()), skipped
+
+    def _load(self, embedder_name: str, dim: int) -> tuple[dict[str, EmbeddingRecord], list[SkippedLine], int]:
+        """``load`` plus the number of this embedder's lines read (live + superseded)."""
         skipped: list[SkippedLine] = []
         by_id: dict[str, EmbeddingRecord] = {}
+        lines = 0
         for lineno, _, obj in self._iter(skipped):
             if obj["embedder"] != embedder_name or obj["dim"] != dim:
                 reason = "other-embedder" if obj["embedder"] != embedder_name else "other-dim"
@@ -179,11 +201,13 @@ class EmbeddingsFile:
                 vec = np.asarray(obj["vector"], dtype=np.float32)
             except (TypeError, ValueError) as exc:
                 raise EmbeddingsFileError(f"{self.path}:{lineno}: field 'vector' is not numeric") from exc
+            lines += 1
+            by_id.pop(obj["id"], None)  # the later line wins, at the later position
             by_id[obj["id"]] = EmbeddingRecord(
                 id=obj["id"], vector=vec, embedder=obj["embedder"], text_sha256=obj["text_sha256"],
                 namespace=obj["namespace"], metadata=obj["metadata"],
             )
-        return list(by_id.values()), skipped
+        return by_id, skipped, lines
 
     # -- writing ----------------------------------------------------------------------
     def _write_lines(self, lines: Iterable[str]) -> None:
@@ -198,6 +222,7 @@ class EmbeddingsFile:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)  # mkstemp creates 0600; store files are ordinary project files
+            _before_replace()
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -210,19 +235,38 @@ class EmbeddingsFile:
 
     def _current(self) -> dict[str, str]:
         """id -> raw line of the file as it is now (caller holds the lock)."""
-        # temp files left by a writer that died: we hold the lock, so none is in use
-        for stale in self.path.parent.glob(_TMP_PREFIX + "*"):
-            stale.unlink(missing_ok=True)
+        self._clear_temp()
         rows, _ = self._scan()
         return {obj["id"]: raw for _, raw, obj in rows}
 
+    def _clear_temp(self) -> None:
+        """Remove temp files of a compaction that died (caller holds the lock: none is in use)."""
+        for stale in self.path.parent.glob(_TMP_PREFIX + "*"):
+            stale.unlink(missing_ok=True)
+
     def upsert(self, records: Sequence[EmbeddingRecord]) -> None:
-        """Insert or replace records by id (one line per chunk), atomically."""
+        """Insert or replace records by id: one appended line each, in one fsynced write
+        (the later line of an id wins; :meth:`sync` compacts)."""
         with self.lock:
+            self._append(rec.to_json() for rec in records)
+
+    def _append(self, lines: Iterable[str]) -> None:
+        """Append under the lock, after cutting a torn last line (saved beside the file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            safe_json.require_regular(self.path, self.path.stat())  # a FIFO would block the append
+        repair_tail(self.path, self.path.parent)
+        append_lines(self.path, lines)
+
+    def compact(self) -> int:
+        """Rewrite the file with one line per id (its later line), atomically; returns how
+        many superseded lines were dropped. Crash-safe: see the module docstring."""
+        with self.lock:
+            rows, _ = self._scan()
             current = self._current()
-            for rec in records:
-                current[rec.id] = rec.to_json()
-            self._write_lines(current.values())
+            if len(current) != len(rows):
+                self._write_lines(current.values())
+            return len(rows) - len(current)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete lines by id, atomically; returns how many were removed."""
@@ -248,8 +292,8 @@ class EmbeddingsFile:
         namespaces = namespaces or {}
         metadata = metadata or {}
         with self.lock:
-            stored, skipped = self.load(embedder.name, embedder.dim)
-            by_id = {r.id: r for r in stored}
+            by_id, skipped, lines = self._load(embedder.name, embedder.dim)
+            stored = list(by_id.values())
             todo = [i for i, t in texts_by_id.items() if i not in by_id or by_id[i].text_sha256 != text_sha256(t)]
             fresh: list[EmbeddingRecord] = []
             if todo:
@@ -264,8 +308,13 @@ class EmbeddingsFile:
             keep.update({r.id: r for r in fresh})
             stale_ids = [i for i in index.ids if i not in texts_by_id]
             removed = len(set(by_id) - set(texts_by_id)) + sum(1 for s in skipped if s.id and s.id not in texts_by_id)
-            if fresh or removed or any(s.reason == "truncated" or s.id in texts_by_id for s in skipped):
+            superseded = lines - len(by_id)
+            if removed or any(s.reason != "truncated" for s in skipped) or (
+                    superseded >= COMPACT_MIN_DEAD and 4 * superseded >= len(by_id)):
+                self._clear_temp()
                 self._write_lines(keep[i].to_json() for i in texts_by_id if i in keep)
+            elif fresh or skipped:  # new vectors appended (a torn tail is cut first)
+                self._append(r.to_json() for r in fresh)
         index.remove(stale_ids)
         if keep:
             ids = list(keep)
