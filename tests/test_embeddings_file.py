@@ -265,3 +265,77 @@ def test_kill_9_mid_compaction_loses_nothing_acknowledged(tmp_path):
     assert not list(tmp_path.glob(".embeddings-tmp-*"))
     assert {r.id: r.vector.tobytes() for r in f.load("emb-a", 8)[0]} == want
     assert len(f.path.read_text().splitlines()) == 50
+
+
+# ---------------------------------------------------------------------- the binary sidecar (issue 18)
+def _texts(recs):
+    return {r.id: f"text {i}" for i, r in enumerate(recs)}
+
+
+def test_sidecar_stands_for_the_parsed_lines_and_covers_appends(tmp_path):
+    recs = records(30)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    parsed = VectorIndex(8)
+    f.sync(parsed, _texts(recs), _Fixed())  # full parse: writes the sidecar
+    assert f.last_load.from_sidecar is False and f.sidecar.meta.exists()
+    g = EmbeddingsFile(tmp_path / "e.jsonl")  # a new process
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    assert g.last_load.from_sidecar is True and g.last_load.parsed == 0
+    for r in recs:
+        assert index.vector(r.id).tobytes() == parsed.vector(r.id).tobytes()  # bit-exact from the .npy
+    changed = records(1, seed=5)[0]
+    g.upsert([changed])  # appended: the sidecar still covers the prefix
+    h = EmbeddingsFile(tmp_path / "e.jsonl")
+    loaded, _ = h._load("emb-a", 8, use_sidecar=True)[:2]
+    assert h.last_load.from_sidecar is True and h.last_load.parsed == 1
+    assert loaded["c0"].vector.tobytes() == changed.vector.tobytes()
+    assert {i: r.vector.tobytes() for i, r in loaded.items()} == {r.id: r.vector.tobytes() for r in h.load("emb-a", 8)[0]}
+
+
+@pytest.mark.parametrize("edit", ["same-length", "shorter"])
+def test_a_hand_edited_jsonl_rebuilds_the_sidecar(tmp_path, edit):
+    recs = records(20)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    f.sync(VectorIndex(8), _texts(recs), _Fixed())
+    old_meta = f.sidecar.meta.read_text()
+    lines = f.path.read_text().splitlines()
+    row = json.loads(lines[3])
+    row["vector"][0] = 0.25 if edit == "same-length" else 0.5
+    new = json.dumps(row, separators=(",", ":"))
+    if edit == "same-length":
+        new = new.replace("0.25", "0.25" + "0" * (len(lines[3]) - len(new)), 1) if len(new) < len(lines[3]) else new
+    assert (len(new) == len(lines[3])) == (edit == "same-length")
+    lines[3] = new
+    time.sleep(0.01)  # a later mtime
+    f.path.write_text("\n".join(lines) + "\n")  # an editor saving in place: same inode
+    g = EmbeddingsFile(tmp_path / "e.jsonl")
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    assert g.last_load.from_sidecar is False  # stale: parsed again
+    want = VectorIndex(8)
+    want.upsert(["c3"], np.asarray([row["vector"]], dtype=np.float32), ["ns"])
+    assert index.vector("c3").tobytes() == want.vector("c3").tobytes()  # the edited value, not the cached one
+    assert f.sidecar.meta.read_text() != old_meta  # rebuilt
+    k = EmbeddingsFile(tmp_path / "e.jsonl")
+    k.sync(VectorIndex(8), _texts(recs), _Fixed())
+    assert k.last_load.from_sidecar is True
+
+
+def test_a_damaged_or_missing_sidecar_is_only_a_cache(tmp_path):
+    recs = records(10)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    f.sync(VectorIndex(8), _texts(recs), _Fixed())
+    for npy in tmp_path.glob("e.*.npy"):
+        npy.write_bytes(b"not a numpy file")
+    g = EmbeddingsFile(tmp_path / "e.jsonl")
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    want = VectorIndex(8)
+    want.upsert([r.id for r in recs], np.vstack([r.vector for r in recs]), [r.namespace for r in recs])
+    assert g.last_load.from_sidecar is False and index.vector("c1").tobytes() == want.vector("c1").tobytes()
+    assert len(list(tmp_path.glob("e.*.npy"))) == 1  # one generation left, a valid one
+    assert EmbeddingsFile(tmp_path / "e.jsonl").sidecar.read("emb-a", 8) is not None

@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,15 @@ from memofs.files import safe_json
 from memofs.files.jsonl import append_lines, repair_tail
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.vector_index import DEFAULT_NAMESPACE, VectorIndex
+from memofs.signals.vector_sidecar import SidecarState, VectorSidecar
 
 log = logging.getLogger("memofs.embeddings_file")
 
 DEFAULT_PATH = Path(".memofs") / "indexes" / "embeddings.jsonl"
 _TMP_PREFIX = ".embeddings-tmp-"
 COMPACT_MIN_DEAD = 1000
+SIDECAR_REFRESH_LINES = 1000
+"""A sidecar is rewritten when missing or stale, or when this many lines lie past it."""
 """Superseded lines below this count never trigger a compaction (small files stay put)."""
 
 
@@ -124,12 +127,25 @@ _FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 )
 
 
+@dataclass(frozen=True)
+class LoadInfo:
+    """How the last load went: from the sidecar or not, lines parsed, and the offset and
+    line count of the newline-terminated lines it read."""
+
+    from_sidecar: bool
+    parsed: int
+    offset: int
+    lineno: int
+
+
 class EmbeddingsFile:
     """Reader/writer for one embeddings.jsonl; a sibling ``<name>.lock`` serialises writers."""
 
     def __init__(self, path: str | Path = DEFAULT_PATH, lock_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+        self.sidecar = VectorSidecar(self.path)
+        self.last_load: LoadInfo | None = None
 
     # -- reading ----------------------------------------------------------------------
     def _parse(self, raw: bytes, lineno: int) -> tuple[str, dict[str, Any]]:
@@ -148,16 +164,25 @@ class EmbeddingsFile:
             raise EmbeddingsFileError(f"{where}: field 'vector' has {len(obj['vector'])} values but dim is {obj['dim']}")
         return text, obj
 
-    def _iter(self, skipped: list[SkippedLine]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    def _iter(self, skipped: list[SkippedLine], start: int = 0, lines_before: int = 0,
+              progress: list[int] | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """(line number, raw line, parsed dict) for every valid line, streamed in file order
-        with one line of look-ahead (only the last line may be a crash leftover)."""
+        with one line of look-ahead (only the last line may be a crash leftover); from byte
+        ``start`` (after ``lines_before`` lines) when a sidecar covers what comes before.
+        ``progress`` gets ``[offset, lines]`` of the newline-terminated lines read."""
         try:
             fd, _ = safe_json.open_regular(self.path)  # a FIFO is refused, never read
         except FileNotFoundError:
             return
+        if progress is not None:
+            progress[:] = [start, lines_before]
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(start)
             pending: tuple[int, bytes] | None = None
-            for lineno, raw in enumerate(fh, start=1):
+            for lineno, raw in enumerate(fh, start=lines_before + 1):
+                if progress is not None and raw.endswith(b"\n"):
+                    progress[0] += len(raw)
+                    progress[1] = lineno
                 if not raw.strip():
                     continue
                 if pending is not None:
@@ -187,12 +212,26 @@ class EmbeddingsFile:
         by_id, skipped, _ = self._load(embedder_name, dim)
         return list(by_id.values()), skipped
 
-    def _load(self, embedder_name: str, dim: int) -> tuple[dict[str, EmbeddingRecord], list[SkippedLine], int]:
-        """``load`` plus the number of this embedder's lines read (live + superseded)."""
+    def _load(self, embedder_name: str, dim: int, use_sidecar: bool = False
+              ) -> tuple[dict[str, EmbeddingRecord], list[SkippedLine], int]:
+        """``load`` plus the number of this embedder's lines read (live + superseded). With
+        ``use_sidecar``, a valid sidecar stands for the lines it covers and only the lines
+        after it are parsed (``self.last_load`` says which)."""
         skipped: list[SkippedLine] = []
         by_id: dict[str, EmbeddingRecord] = {}
-        lines = 0
-        for lineno, _, obj in self._iter(skipped):
+        lines, start, before = 0, 0, 0
+        state = self.sidecar.read(embedder_name, dim) if use_sidecar else None
+        if state is not None:
+            for k, i in enumerate(state.ids):
+                by_id[i] = EmbeddingRecord(id=i, vector=state.vectors[k], embedder=embedder_name,
+                                           text_sha256=state.text_sha256[k], namespace=state.namespaces[k],
+                                           metadata=state.metadata[k])
+            skipped = [SkippedLine(**row) for row in state.skipped]
+            lines, start, before = state.lines, state.offset, state.lineno
+        progress = [0, 0]
+        parsed = 0
+        for lineno, _, obj in self._iter(skipped, start, before, progress):
+            parsed += 1
             if obj["embedder"] != embedder_name or obj["dim"] != dim:
                 reason = "other-embedder" if obj["embedder"] != embedder_name else "other-dim"
                 skipped.append(SkippedLine(line=lineno, reason=reason, id=obj["id"], embedder=obj["embedder"], dim=obj["dim"]))
@@ -207,6 +246,7 @@ class EmbeddingsFile:
                 id=obj["id"], vector=vec, embedder=obj["embedder"], text_sha256=obj["text_sha256"],
                 namespace=obj["namespace"], metadata=obj["metadata"],
             )
+        self.last_load = LoadInfo(from_sidecar=state is not None, parsed=parsed, offset=progress[0], lineno=progress[1])
         return by_id, skipped, lines
 
     # -- writing ----------------------------------------------------------------------
@@ -278,6 +318,22 @@ class EmbeddingsFile:
                 self._write_lines(kept.values())
             return len(current) - len(kept)
 
+    def _write_sidecar(self, order: list[str], records: Mapping[str, EmbeddingRecord], embedder: Embedder,
+                       after: tuple[int, int, int, list[SkippedLine]]) -> None:
+        """A new sidecar for the file as it now is (``after``: size, lines, this embedder's
+        lines, skipped lines); a failure only costs the next start a full parse."""
+        offset, lineno, lines, skipped = after
+        try:
+            rows = [records[i] for i in order]
+            vectors = np.vstack([r.vector for r in rows]) if rows else np.zeros((0, embedder.dim), np.float32)
+            self.sidecar.write(SidecarState(
+                ids=list(order), vectors=vectors, text_sha256=[r.text_sha256 for r in rows],
+                namespaces=[r.namespace for r in rows], metadata=[r.metadata for r in rows],
+                skipped=[asdict(s) for s in skipped if s.reason != "truncated"], lines=lines,
+                offset=offset, lineno=lineno), embedder.name, embedder.dim)
+        except (OSError, ValueError) as exc:
+            log.warning("could not write the vector sidecar (%s); the next start parses %s", exc, self.path)
+
     # -- sync ------------------------------------------------------------------------
     def sync(
         self,
@@ -292,7 +348,8 @@ class EmbeddingsFile:
         namespaces = namespaces or {}
         metadata = metadata or {}
         with self.lock:
-            by_id, skipped, lines = self._load(embedder.name, embedder.dim)
+            by_id, skipped, lines = self._load(embedder.name, embedder.dim, use_sidecar=True)
+            info = self.last_load
             stored = list(by_id.values())
             todo = [i for i, t in texts_by_id.items() if i not in by_id or by_id[i].text_sha256 != text_sha256(t)]
             fresh: list[EmbeddingRecord] = []
@@ -309,12 +366,22 @@ class EmbeddingsFile:
             stale_ids = [i for i in index.ids if i not in texts_by_id]
             removed = len(set(by_id) - set(texts_by_id)) + sum(1 for s in skipped if s.id and s.id not in texts_by_id)
             superseded = lines - len(by_id)
+            order = [r.id for r in stored]
             if removed or any(s.reason != "truncated" for s in skipped) or (
                     superseded >= COMPACT_MIN_DEAD and 4 * superseded >= len(by_id)):
                 self._clear_temp()
-                self._write_lines(keep[i].to_json() for i in texts_by_id if i in keep)
-            elif fresh or skipped:  # new vectors appended (a torn tail is cut first)
-                self._append(r.to_json() for r in fresh)
+                order = [i for i in texts_by_id if i in keep]
+                self._write_lines(keep[i].to_json() for i in order)
+                after = (self.path.stat().st_size, len(order), len(order), [])
+            else:
+                if fresh or skipped:  # new vectors appended (a torn tail is cut first)
+                    self._append(r.to_json() for r in fresh)
+                    redone = {r.id for r in fresh}
+                    order = [i for i in order if i not in redone] + [r.id for r in fresh]
+                clean = info is not None and self.path.stat().st_size == info.offset + sum(len(r.to_json()) + 1 for r in fresh)
+                after = (self.path.stat().st_size, info.lineno + len(fresh), lines + len(fresh), skipped) if clean else None
+            if after is not None and (info is None or not info.from_sidecar or info.parsed + len(fresh) >= SIDECAR_REFRESH_LINES):
+                self._write_sidecar(order, {**by_id, **keep}, embedder, after)
         index.remove(stale_ids)
         if keep:
             ids = list(keep)
