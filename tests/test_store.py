@@ -462,3 +462,45 @@ def test_a_torn_graph_append_is_skipped_then_cut(store: Store) -> None:
     store.remember("The worker uses Redis", now=T0 + timedelta(seconds=1))
     g = Store.open(store.root).load_graph()
     assert "concept:half" not in g and any(n.label.lower() == "redis" for n in g.nodes)
+
+
+# ---------------------------------------------------------------------- the live view (issue 18)
+class _CountingEmbedder:
+    """Deterministic 4-d vectors from the text; counts the texts it encodes."""
+
+    name, dim = "count-4", 4
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def encode(self, texts):
+        self.texts += list(texts)
+        return np.asarray([[len(t), t.count("a") + 1, t.count("e") + 1, 1.0] for t in texts], dtype=np.float32)
+
+
+def test_live_store_applies_appended_lines_without_a_full_reload(store: Store) -> None:
+    from memofs.store.project import LiveStore
+
+    store.remember("the deploy window is friday", now=T0)
+    emb = _CountingEmbedder()
+    live = LiveStore(Store.open(store.root, clock=fixed()), embedder=emb)
+    first = live.state()
+    assert live.full_loads == 1
+    other = Store.open(store.root)  # another process writes
+    other.remember("the api uses Postgres for billing", now=T0 + timedelta(seconds=1))
+    live.remember("rollback runbook lives in ops", now=T0 + timedelta(seconds=2))
+    st = live.state()
+    assert st is first and st.recaller is first.recaller and live.full_loads == 1  # applied in place
+    ids = [r.id for r in st.recaller.recall("postgres billing", 5, now=T0)]
+    assert ids and st.recaller.memories[ids[0]].text == "the api uses Postgres for billing"
+    assert "rollback runbook lives in ops" in {m.text for m in st.memories}
+    assert "concept:postgres-for-billing" in st.recaller.graph  # the graph followed
+    assert emb.texts.count("rollback runbook lives in ops") == 1  # remember's vector reused, not re-encoded
+    fresh = LiveStore(Store.open(store.root, clock=fixed()), embedder=_CountingEmbedder()).state()
+    assert sorted(m.id for m in st.memories) == sorted(m.id for m in fresh.memories)  # same as a full load
+    assert st.notes_head == fresh.notes_head
+    # a rewritten file: full reload
+    tmp = store.paths.memories.with_suffix(".new")
+    tmp.write_text(store.paths.memories.read_text())
+    os.replace(tmp, store.paths.memories)
+    assert live.state() is not first and live.full_loads == 2
