@@ -504,3 +504,21 @@ def test_live_store_applies_appended_lines_without_a_full_reload(store: Store) -
     tmp.write_text(store.paths.memories.read_text())
     os.replace(tmp, store.paths.memories)
     assert live.state() is not first and live.full_loads == 2
+
+
+def test_recent_events_reads_the_tail_like_the_whole_file(store: Store) -> None:
+    from memofs.files.jsonl import tail_lines
+
+    for i in range(40):
+        store.remember(f"event number {i} " + "x" * (i * 37 % 300), now=T0 + timedelta(seconds=i))
+    rows, _ = read_jsonl(store.paths.events)
+    want = [obj for _, obj in rows][::-1]
+    for n in (1, 5, 20, 40, 60):
+        assert store.recent_events(n) == (want[:n], [])
+    raw = store.paths.events.read_bytes().split(b"\n")
+    for block in (7, 64, 1 << 16):  # lines longer than a block, cut at any point
+        assert tail_lines(store.paths.events, 25, block=block) == [x for x in raw if x.strip()][-25:]
+    with open(store.paths.events, "ab") as fh:
+        fh.write(b'{"id": "evt_torn", "ty')  # a writer killed mid-append
+    events, warnings = store.recent_events(3)
+    assert events == want[:3] and len(warnings) == 1 and "torn last line" in warnings[0]

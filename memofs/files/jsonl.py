@@ -138,3 +138,24 @@ class AppendCursor:
         self.offset += len(data)
         self.tail = (self.tail + data)[-_TAIL_BYTES:]
         return data, whole
+
+
+def tail_lines(path: Path, n: int, block: int = 1 << 16) -> list[bytes]:
+    """The last ``n`` non-blank lines of ``path`` (a torn unterminated tail included, as
+    the last), read backwards in blocks: the cost follows ``n``, not the file's size."""
+    if n <= 0:
+        return []
+    fd, st = safe_json.open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        pos, buf = st.st_size, b""
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+            if sum(1 for line in buf.split(b"\n")[1:] if line.strip()) >= n:
+                break
+    lines = buf.split(b"\n")
+    if pos > 0:
+        lines = lines[1:]  # the first piece may be the end of a longer line
+    return [line for line in lines if line.strip()][-n:]

@@ -47,7 +47,7 @@ from filelock import FileLock
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import AppendCursor, append_line, repair_tail
+from memofs.files.jsonl import AppendCursor, append_line, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
@@ -381,9 +381,25 @@ class Store:
             raise StoreError(str(exc)) from None
 
     def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
-        """The last ``n`` events, newest first, and load warnings."""
-        rows, warnings = read_jsonl(self.paths.events)
-        return [obj for _, obj in rows[-n:][::-1]] if n > 0 else [], warnings
+        """The last ``n`` events, newest first, and load warnings. Only the file's tail is
+        read (every briefing asks for 20, however many events the store holds)."""
+        if n <= 0:
+            return [], []
+        path = self.paths.events
+        try:
+            raw = tail_lines(path, n + 1)  # one more: a torn last line is skipped, not counted
+        except FileNotFoundError:
+            return [], []
+        events: list[dict[str, Any]] = []
+        for line in raw:
+            try:
+                events.append(safe_json.parse(line, str(path), expect=dict))
+            except safe_json.JSONFileError:
+                # a torn last line (a crash mid-append) or a damaged one: the full read
+                # skips or refuses it with its line number, as loading always did
+                rows, warnings = read_jsonl(path)
+                return [obj for _, obj in rows[-n:][::-1]], warnings
+        return events[-n:][::-1], []
 
     def load_graph(self) -> EntityGraph:
         try:
