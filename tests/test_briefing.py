@@ -4,6 +4,7 @@ LRU + cursors, expansion without re-querying, hypothesis property on the cap."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -355,3 +356,84 @@ def test_sections_rendered_from_store_data() -> None:
     assert "## Recent Memory Events\n\n- 2026-02-28T00:00:00Z memory.created: newer note\n- unknown memory: x y" in b.text
     assert "## Notes Memory\n\n- 2026-02-28 newer note\n- 2026-02-27 remember to vacuum" in b.text
     assert b.items and b.items[0]["id"] == "m001"
+
+
+# ---------------------------------------------------------------------- scale (issue 18)
+def _naive_compress(items: list[str], sep: str, budget: int) -> B.Compressed:
+    """The whole-list reference: join everything, re-join and re-slice for every candidate
+    (the definition, quadratic; the old implementation)."""
+    items = [it for it in items if it.strip()]
+    full = sep.join(items)
+    if nb(full) <= budget:
+        return B.Compressed(full, len(items), 0, "full")
+    for tail, mode in ((B.outline, "outline"), (lambda r: f"[Omitted {len(r)} items due to context budget limits]", "notice")):
+        included: list[str] = []
+        for i, item in enumerate(items):
+            rest = items[i + 1:]
+            head = sep.join([*included, item])
+            if nb(f"{head}\n\n{tail(rest)}" if rest else head) > budget:
+                break
+            included.append(item)
+        rest = items[len(included):]
+        body = f"{sep.join(included)}\n\n{tail(rest)}" if included else tail(rest)
+        if nb(body) <= budget:
+            return B.Compressed(body, len(included), len(rest), mode)
+    notice = f"\n\n[Section truncated to {budget} bytes]"
+    room = budget - nb(notice)
+    if room <= 0:
+        return B.Compressed("", 0, len(items), "empty")
+    return B.Compressed(B.truncate_utf8(full, room).rstrip() + notice, 0, len(items), "truncated")
+
+
+@settings(max_examples=int(os.environ.get("MEMOFS_HYPOTHESIS_EXAMPLES", "60")), deadline=None)
+@given(items=st.lists(st.text(alphabet, max_size=120), max_size=40), sep=st.sampled_from(["\n", "\n\n"]),
+       budget=st.integers(0, 3000))
+def test_compress_matches_the_whole_list_reference(items, sep, budget) -> None:
+    assert B.compress(items, sep, budget) == _naive_compress(items, sep, budget)
+
+
+@settings(max_examples=int(os.environ.get("MEMOFS_HYPOTHESIS_EXAMPLES", "60")), deadline=None)
+@given(texts=st.lists(st.text(alphabet, min_size=1, max_size=90).filter(str.strip), min_size=1, max_size=60),
+       budget=st.integers(1, 2500))
+def test_a_rendered_head_compresses_like_the_whole_list(texts, budget) -> None:
+    notes = [mem(i, t, kind="note", days=i) for i, t in enumerate(texts)]
+    whole = B.render_notes(notes)
+    head = B.render_notes(notes, budget)
+    assert head == whole[:len(head)]
+    assert B.compress(head, "\n", budget, total=len(whole)) == _naive_compress(whole, "\n", budget)
+
+
+def test_briefing_renders_only_the_head_of_many_notes_and_expands_like_the_whole() -> None:
+    notes = [mem(i, f"note {i} about the deploy window and the {i % 7} rollback runbook", kind="note",
+                 days=i / 100) for i in range(5000)]
+    cache = ContextCache(clock=Clock())
+    b = brief(recaller(notes[:50]), "deploy window", memories=notes, cache=cache)
+    entry = cache.get(cache.keys()[-1])
+    shown = len(entry.lists["notes"])
+    assert shown < 5000 and entry.meta["totals"]["notes"] == 5000  # a head, with the true length
+    cur = next(e for e in b.expandable if e["section"] == "notes")
+    assert cur["available"] == 5000 - 3 and "expand (4997 more)" in b.text  # counts from the whole list
+    full = B.render_notes(B.newest_notes(notes))
+    ex = B.expand_context(cache, cur["cursor"])
+    room = B.EXPAND_BUDGET - nb(D) - 2 - nb("## Notes Memory (expanded)\n\n")
+    assert ex.text == D + "\n\n## Notes Memory (expanded)\n\n" + _naive_compress(full, "\n", room).body
+    # the caller's rendered notes (a store state keeps them) give the same briefing
+    again = brief(recaller(notes[:50]), "deploy window", memories=notes, cache=ContextCache(clock=Clock()),
+                  notes=B.notes_head(notes))
+    def uncursored(text: str) -> str:
+        return re.sub(r'expand="[^"]+"', 'expand=""', text)
+
+    assert uncursored(again.text) == uncursored(b.text) and again.sections == b.sections
+
+
+def test_cache_redacts_the_request_not_the_stored_lists(monkeypatch) -> None:
+    from memofs.files import secrets
+
+    seen: list[str] = []
+    real = secrets.redact
+    monkeypatch.setattr(secrets, "redact", lambda s: seen.append(s) or real(s))
+    c = ContextCache(clock=Clock())
+    query = "tenant database " + "password" + " = " + "correcthorsebattery"
+    e = c.put("ab" * 8, {"notes": [f"- 2026-01-01 stored note {i}" for i in range(1000)]}, {"query": query, "terms": ["a", "b"]})
+    assert seen == [query, "a", "b"]  # the meta strings only, however long the lists
+    assert e.meta["query"] == "tenant database [REDACTED]" and len(e.lists["notes"]) == 1000

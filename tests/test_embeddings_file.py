@@ -188,3 +188,154 @@ def test_writer_killed_mid_write_leaves_a_readable_file(tmp_path):
     # the next writer takes the lock and clears the dead writer's temp file
     EmbeddingsFile(path).upsert(records(1, dim=384, embedder="emb", prefix="after"))
     assert not list(tmp_path.glob(".embeddings-tmp-*"))
+
+
+# ---------------------------------------------------------------------- append-only writes (issue 18)
+def test_upsert_appends_one_line_without_rewriting(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(300))
+    before, inode = f.path.read_bytes(), f.path.stat().st_ino
+    changed = records(1, seed=9)[0]
+    f.upsert([changed])
+    after = f.path.read_bytes()
+    assert f.path.stat().st_ino == inode and after.startswith(before)  # appended in place, not replaced
+    assert after[len(before):].decode() == changed.to_json() + "\n"
+    loaded, _ = f.load("emb-a", 8)
+    got = {r.id: r for r in loaded}
+    assert len(got) == 300 and got["c0"].vector.tobytes() == changed.vector.tobytes()  # the later line wins
+
+
+def test_upsert_after_a_torn_tail_cuts_it_first(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(3))
+    with open(f.path, "ab") as fh:
+        fh.write(b'{"id": "c9", "vec')  # a writer killed mid-append
+    f.upsert(records(1, prefix="d"))
+    loaded, skipped = f.load("emb-a", 8)
+    assert [r.id for r in loaded] == ["c0", "c1", "c2", "d0"] and skipped == []
+
+
+class _Fixed:
+    """An embedder that must not be called (every vector is already stored)."""
+
+    name, dim = "emb-a", 8
+
+    def encode(self, texts):
+        raise AssertionError("nothing should be embedded")
+
+
+def test_sync_compacts_superseded_lines_past_the_threshold(tmp_path, monkeypatch):
+    import memofs.signals.embeddings_file as ef
+
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    recs = records(40)
+    texts = {r.id: f"text {i}" for i, r in enumerate(recs)}
+    f.upsert(recs)
+    f.upsert(recs[:9])  # 9 superseded lines: below a quarter of the 40 live ones
+    monkeypatch.setattr(ef, "COMPACT_MIN_DEAD", 5)
+    f.sync(VectorIndex(8), texts, _Fixed())
+    assert len(f.path.read_text().splitlines()) == 49  # not compacted
+    f.upsert(recs[9:10])  # 10 superseded = a quarter: compaction
+    index = VectorIndex(8)
+    f.sync(index, texts, _Fixed())
+    lines = [json.loads(x)["id"] for x in f.path.read_text().splitlines()]
+    assert sorted(lines) == sorted(texts) and len(index.ids) == 40
+
+
+_KILL_MID_COMPACTION = """
+import os, signal, sys
+import memofs.signals.embeddings_file as ef
+ef._before_replace = lambda: os.kill(os.getpid(), signal.SIGKILL)
+ef.EmbeddingsFile(sys.argv[1]).compact()
+"""
+
+
+def test_kill_9_mid_compaction_loses_nothing_acknowledged(tmp_path):
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(records(50))
+    f.upsert(records(20, seed=3))  # acknowledged updates, superseding 20 lines
+    want = {r.id: r.vector.tobytes() for r in f.load("emb-a", 8)[0]}
+    before = f.path.read_bytes()
+    proc = subprocess.run([sys.executable, "-c", _KILL_MID_COMPACTION, str(f.path)], env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))},
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-400:]
+    assert list(tmp_path.glob(".embeddings-tmp-*"))  # killed after the temp file, before the rename
+    assert f.path.read_bytes() == before  # the old file is whole
+    assert f.compact() == 20  # the next compaction finishes the job and clears the leftover
+    assert not list(tmp_path.glob(".embeddings-tmp-*"))
+    assert {r.id: r.vector.tobytes() for r in f.load("emb-a", 8)[0]} == want
+    assert len(f.path.read_text().splitlines()) == 50
+
+
+# ---------------------------------------------------------------------- the binary sidecar (issue 18)
+def _texts(recs):
+    return {r.id: f"text {i}" for i, r in enumerate(recs)}
+
+
+def test_sidecar_stands_for_the_parsed_lines_and_covers_appends(tmp_path):
+    recs = records(30)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    parsed = VectorIndex(8)
+    f.sync(parsed, _texts(recs), _Fixed())  # full parse: writes the sidecar
+    assert f.last_load.from_sidecar is False and f.sidecar.meta.exists()
+    g = EmbeddingsFile(tmp_path / "e.jsonl")  # a new process
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    assert g.last_load.from_sidecar is True and g.last_load.parsed == 0
+    for r in recs:
+        assert index.vector(r.id).tobytes() == parsed.vector(r.id).tobytes()  # bit-exact from the .npy
+    changed = records(1, seed=5)[0]
+    g.upsert([changed])  # appended: the sidecar still covers the prefix
+    h = EmbeddingsFile(tmp_path / "e.jsonl")
+    loaded, _ = h._load("emb-a", 8, use_sidecar=True)[:2]
+    assert h.last_load.from_sidecar is True and h.last_load.parsed == 1
+    assert loaded["c0"].vector.tobytes() == changed.vector.tobytes()
+    assert {i: r.vector.tobytes() for i, r in loaded.items()} == {r.id: r.vector.tobytes() for r in h.load("emb-a", 8)[0]}
+
+
+@pytest.mark.parametrize("edit", ["same-length", "shorter"])
+def test_a_hand_edited_jsonl_rebuilds_the_sidecar(tmp_path, edit):
+    recs = records(20)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    f.sync(VectorIndex(8), _texts(recs), _Fixed())
+    old_meta = f.sidecar.meta.read_text()
+    lines = f.path.read_text().splitlines()
+    row = json.loads(lines[3])
+    row["vector"][0] = 0.25 if edit == "same-length" else 0.5
+    new = json.dumps(row, separators=(",", ":"))
+    if edit == "same-length":
+        new = new.replace("0.25", "0.25" + "0" * (len(lines[3]) - len(new)), 1) if len(new) < len(lines[3]) else new
+    assert (len(new) == len(lines[3])) == (edit == "same-length")
+    lines[3] = new
+    time.sleep(0.01)  # a later mtime
+    f.path.write_text("\n".join(lines) + "\n")  # an editor saving in place: same inode
+    g = EmbeddingsFile(tmp_path / "e.jsonl")
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    assert g.last_load.from_sidecar is False  # stale: parsed again
+    want = VectorIndex(8)
+    want.upsert(["c3"], np.asarray([row["vector"]], dtype=np.float32), ["ns"])
+    assert index.vector("c3").tobytes() == want.vector("c3").tobytes()  # the edited value, not the cached one
+    assert f.sidecar.meta.read_text() != old_meta  # rebuilt
+    k = EmbeddingsFile(tmp_path / "e.jsonl")
+    k.sync(VectorIndex(8), _texts(recs), _Fixed())
+    assert k.last_load.from_sidecar is True
+
+
+def test_a_damaged_or_missing_sidecar_is_only_a_cache(tmp_path):
+    recs = records(10)
+    f = EmbeddingsFile(tmp_path / "e.jsonl")
+    f.upsert(recs)
+    f.sync(VectorIndex(8), _texts(recs), _Fixed())
+    for npy in tmp_path.glob("e.*.npy"):
+        npy.write_bytes(b"not a numpy file")
+    g = EmbeddingsFile(tmp_path / "e.jsonl")
+    index = VectorIndex(8)
+    g.sync(index, _texts(recs), _Fixed())
+    want = VectorIndex(8)
+    want.upsert([r.id for r in recs], np.vstack([r.vector for r in recs]), [r.namespace for r in recs])
+    assert g.last_load.from_sidecar is False and index.vector("c1").tobytes() == want.vector("c1").tobytes()
+    assert len(list(tmp_path.glob("e.*.npy"))) == 1  # one generation left, a valid one
+    assert EmbeddingsFile(tmp_path / "e.jsonl").sidecar.read("emb-a", 8) is not None

@@ -414,3 +414,111 @@ def test_all_kinds_round_trip(store: Store) -> None:
     for k in MEMORY_KINDS:
         store.remember(f"a memory of kind {k}", kind=k, confidence=0.5)
     assert [m.kind for m in store.load().memories] == list(MEMORY_KINDS)
+
+
+# ---------------------------------------------------------------------- writes at scale (issue 18)
+def test_remember_appends_graph_facts_in_place(store: Store) -> None:
+    store.remember("The api uses Postgres", now=T0)
+    nodes, edges = store.paths.graph / "nodes.jsonl", store.paths.graph / "edges.jsonl"
+    before, inode = nodes.read_bytes(), nodes.stat().st_ino
+    store.remember("The worker uses Redis", now=T0 + timedelta(seconds=1))
+    assert nodes.stat().st_ino == inode and nodes.read_bytes().startswith(before)  # appended, not rewritten
+    fresh = Store.open(store.root).load_graph()  # what a reader of the files sees
+    assert {"postgres", "redis"} <= {n.label.lower() for n in fresh.nodes} and len(fresh.edges) == 2
+    store.remember("The api uses Postgres", now=T0 + timedelta(seconds=2))  # nothing new: no line at all
+    assert len(nodes.read_text().splitlines()) == len(fresh.nodes) and len(edges.read_text().splitlines()) == len(fresh.edges)
+
+
+def test_writes_of_another_process_are_seen_by_a_long_lived_store(store: Store) -> None:
+    other = Store.open(store.root)
+    a = store.remember("same text", now=T0)
+    b = other.remember("same text", now=T0)  # same text, same instant, another writer
+    c = store.remember("same text", now=T0)  # this store must see b's id without re-reading from scratch
+    assert len({a.id, b.id, c.id}) == 3
+    other.remember("The cache uses Redis", now=T0)
+    store.remember("The api uses Postgres", now=T0)
+    labels = {n.label.lower() for n in Store.open(store.root).load_graph().nodes}
+    assert {"redis", "postgres"} <= labels  # neither writer dropped the other's facts
+
+
+def test_a_replaced_memories_file_is_read_again_for_ids(store: Store, tmp_path: Path) -> None:
+    a = store.remember("same text", now=T0)
+    (tmp_path / "other").mkdir()
+    x = Store.init(tmp_path / "other", clock=fixed()).remember("other text", now=T0)
+    joined = store.paths.memories.read_text() + (tmp_path / "other" / ".memofs/memory/memories.jsonl").read_text()
+    tmp = store.paths.memories.with_suffix(".new")
+    tmp.write_text(joined)
+    os.replace(tmp, store.paths.memories)  # another tool rewrote the file: a new inode
+    y = store.remember("other text", now=T0)
+    assert y.id != x.id and [m.id for m in store.load().memories] == [a.id, x.id, y.id]
+
+
+def test_a_torn_graph_append_is_skipped_then_cut(store: Store) -> None:
+    store.remember("The api uses Postgres", now=T0)
+    nodes = store.paths.graph / "nodes.jsonl"
+    with open(nodes, "ab") as fh:
+        fh.write(b'{"id": "concept:half", "lab')  # a writer killed mid-append
+    assert "concept:half" not in Store.open(store.root).load_graph()  # readable meanwhile
+    store.remember("The worker uses Redis", now=T0 + timedelta(seconds=1))
+    g = Store.open(store.root).load_graph()
+    assert "concept:half" not in g and any(n.label.lower() == "redis" for n in g.nodes)
+
+
+# ---------------------------------------------------------------------- the live view (issue 18)
+class _CountingEmbedder:
+    """Deterministic 4-d vectors from the text; counts the texts it encodes."""
+
+    name, dim = "count-4", 4
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def encode(self, texts):
+        self.texts += list(texts)
+        return np.asarray([[len(t), t.count("a") + 1, t.count("e") + 1, 1.0] for t in texts], dtype=np.float32)
+
+
+def test_live_store_applies_appended_lines_without_a_full_reload(store: Store) -> None:
+    from memofs.store.project import LiveStore
+
+    store.remember("the deploy window is friday", now=T0)
+    emb = _CountingEmbedder()
+    live = LiveStore(Store.open(store.root, clock=fixed()), embedder=emb)
+    first = live.state()
+    assert live.full_loads == 1
+    other = Store.open(store.root)  # another process writes
+    other.remember("the api uses Postgres for billing", now=T0 + timedelta(seconds=1))
+    live.remember("rollback runbook lives in ops", now=T0 + timedelta(seconds=2))
+    st = live.state()
+    assert st is first and st.recaller is first.recaller and live.full_loads == 1  # applied in place
+    ids = [r.id for r in st.recaller.recall("postgres billing", 5, now=T0)]
+    assert ids and st.recaller.memories[ids[0]].text == "the api uses Postgres for billing"
+    assert "rollback runbook lives in ops" in {m.text for m in st.memories}
+    assert "concept:postgres-for-billing" in st.recaller.graph  # the graph followed
+    assert emb.texts.count("rollback runbook lives in ops") == 1  # remember's vector reused, not re-encoded
+    fresh = LiveStore(Store.open(store.root, clock=fixed()), embedder=_CountingEmbedder()).state()
+    assert sorted(m.id for m in st.memories) == sorted(m.id for m in fresh.memories)  # same as a full load
+    assert st.notes_head == fresh.notes_head
+    # a rewritten file: full reload
+    tmp = store.paths.memories.with_suffix(".new")
+    tmp.write_text(store.paths.memories.read_text())
+    os.replace(tmp, store.paths.memories)
+    assert live.state() is not first and live.full_loads == 2
+
+
+def test_recent_events_reads_the_tail_like_the_whole_file(store: Store) -> None:
+    from memofs.files.jsonl import tail_lines
+
+    for i in range(40):
+        store.remember(f"event number {i} " + "x" * (i * 37 % 300), now=T0 + timedelta(seconds=i))
+    rows, _ = read_jsonl(store.paths.events)
+    want = [obj for _, obj in rows][::-1]
+    for n in (1, 5, 20, 40, 60):
+        assert store.recent_events(n) == (want[:n], [])
+    raw = store.paths.events.read_bytes().split(b"\n")
+    for block in (7, 64, 1 << 16):  # lines longer than a block, cut at any point
+        assert tail_lines(store.paths.events, 25, block=block) == [x for x in raw if x.strip()][-25:]
+    with open(store.paths.events, "ab") as fh:
+        fh.write(b'{"id": "evt_torn", "ty')  # a writer killed mid-append
+    events, warnings = store.recent_events(3)
+    assert events == want[:3] and len(warnings) == 1 and "torn last line" in warnings[0]

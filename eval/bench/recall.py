@@ -421,9 +421,12 @@ def measure_briefing(rec: Recaller, qs: Sequence[str], k: int) -> dict[str, list
     events = [{"timestamp": m.created_at.isoformat(), "type": "memory.created", "summary": m.text[:160]} for m in recent]
     cache = cursor.ContextCache(clock=time.time)
     out: dict[str, list[float]] = {"build": [], "expand": [], "recall": []}
+    # ordered and rendered once, as a store state (LiveStore) keeps them across briefings
+    notes = briefing.notes_head(mems) if hasattr(briefing, "notes_head") else None
+    extra = {"notes": notes} if notes is not None else {}
 
     def build(q: str):
-        return briefing.build_context(rec, query=q, core=core, events=events, memories=mems, cache=cache, now=NOW)
+        return briefing.build_context(rec, query=q, core=core, events=events, memories=mems, cache=cache, now=NOW, **extra)
 
     build(qs[0])  # warm-up
     for q in qs:

@@ -22,6 +22,7 @@ Differences from upstream:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -32,9 +33,12 @@ from typing import Literal, get_args
 
 from memofs.files import safe_json
 from memofs.files.atomic import atomic_write_text
+from memofs.files.jsonl import append_lines, repair_tail
 from memofs.files.records import GRAPH_STATUSES, GraphEdge, GraphNode
 from memofs.files.timestamps import iso
 from memofs.text.tokenize import tokenize
+
+log = logging.getLogger("memofs.graph")
 
 NODES_FILE = "nodes.jsonl"
 EDGES_FILE = "edges.jsonl"
@@ -415,21 +419,63 @@ class EntityGraph:
         """
         root = Path(directory)
         root.mkdir(parents=True, exist_ok=True)
-        node_rows = []
-        for n in self._nodes.values():
-            row = {"id": n.id, "label": n.label, "type": n.type, "aliases": list(n.aliases),
-                   "status": n.status, "summary": n.summary}
-            if n.id in self._node_valid_until:
-                row["valid_until"] = self._node_valid_until[n.id]
-            node_rows.append(row)
-        edge_rows = []
-        for key, e in self._edges.items():
-            row = {"source": e.source, "target": e.target, "type": e.type, "status": e.status}
-            if key in self._edge_valid_until:
-                row["valid_until"] = self._edge_valid_until[key]
-            edge_rows.append(row)
+        node_rows = [self._node_row(n) for n in self._nodes.values()]
+        edge_rows = [self._edge_row(key) for key in self._edges]
         _atomic_write_jsonl(root / NODES_FILE, node_rows)
         _atomic_write_jsonl(root / EDGES_FILE, edge_rows)
+
+    def _node_row(self, n: GraphNode) -> dict:
+        row = {"id": n.id, "label": n.label, "type": n.type, "aliases": list(n.aliases),
+               "status": n.status, "summary": n.summary}
+        if n.id in self._node_valid_until:
+            row["valid_until"] = self._node_valid_until[n.id]
+        return row
+
+    def _edge_row(self, key: tuple[str, str, str]) -> dict:
+        e = self._edges[key]
+        row = {"source": e.source, "target": e.target, "type": e.type, "status": e.status}
+        if key in self._edge_valid_until:
+            row["valid_until"] = self._edge_valid_until[key]
+        return row
+
+    def merge_extracted(self, nodes: Iterable[GraphNode], edges: Iterable[GraphEdge]
+                        ) -> tuple[list[str], list[tuple[str, str, str]], bool]:
+        """Merge extracted facts the way a store write does: a node keeps the first label
+        seen (a known id is left alone), an edge is upserted. Returns the new node ids, the
+        new edge keys (what :meth:`append` writes) and whether a stored edge changed (then
+        the files need :meth:`save`)."""
+        new_nodes: list[str] = []
+        new_edges: list[tuple[str, str, str]] = []
+        changed = False
+        for node in nodes:
+            if node.id not in self._nodes:
+                self.upsert_node(node)
+                new_nodes.append(node.id)
+        for edge in edges:
+            key = (edge.source, edge.type, edge.target)
+            old = self._edges.get(key)
+            if old == edge and key not in self._edge_valid_until:
+                continue
+            self.upsert_edge(edge)
+            if old is None:
+                new_edges.append(key)
+            else:
+                changed = True
+        return new_nodes, new_edges, changed
+
+    def append(self, directory: str | os.PathLike[str], node_ids: Iterable[str],
+               edge_keys: Iterable[tuple[str, str, str]]) -> None:
+        """Append the rows of nodes and edges that the files do not hold yet (new ids and
+        keys only: :meth:`load` refuses a repeated one), one fsynced write per file, a
+        torn last line cut first. The caller holds the store lock; a changed node or edge
+        needs :meth:`save`. A write costs what it adds, not the size of the graph."""
+        root = Path(directory)
+        root.mkdir(parents=True, exist_ok=True)
+        for name, rows in ((NODES_FILE, [self._node_row(self._nodes[i]) for i in node_ids]),
+                           (EDGES_FILE, [self._edge_row(k) for k in edge_keys])):
+            if rows:
+                repair_tail(root / name, root)
+                append_lines(root / name, [json.dumps(row, ensure_ascii=False) for row in rows])
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> EntityGraph:
@@ -500,9 +546,19 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Path, int, object]]:
     """Yield ``(path, line number, parsed object)``; blank lines are skipped."""
     if not path.exists():
         return
-    for lineno, line in enumerate(safe_json.read_bytes(path).split(b"\n"), start=1):
+    data = safe_json.read_bytes(path)
+    lines = data.split(b"\n")
+    for lineno, line in enumerate(lines, start=1):
         if line.strip():  # safe_json: UTF-8 and depth checked, errors name file and line
-            yield path, lineno, safe_json.parse(line, f"{path}:{lineno}")
+            try:
+                obj = safe_json.parse(line, f"{path}:{lineno}")
+            except safe_json.JSONFileError:
+                if lineno == len(lines) and not data.endswith(b"\n"):
+                    # an append killed mid-write (the graph is appended to): the next writer cuts it
+                    log.warning("%s:%d: skipped a torn last line", path, lineno)
+                    return
+                raise
+            yield path, lineno, obj
 
 
 def _atomic_write_jsonl(path: Path, rows: list[dict]) -> None:

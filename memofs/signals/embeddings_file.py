@@ -8,9 +8,17 @@ or dimension are never loaded; they are reported so the caller re-embeds them. A
 truncated or corrupt *last* line (a crash mid-write by some other writer) is skipped with
 one warning; a corrupt line elsewhere is an error naming file, line and field.
 
-Writes rewrite the whole file into a temp file in the same directory, fsync it and
-``os.replace`` it over the old one, under an exclusive ``filelock`` lock: readers always see
-a complete file and concurrent writers serialise, so nothing is lost.
+Writes serialise on an exclusive ``filelock`` lock. :meth:`EmbeddingsFile.upsert` (every
+``remember``) appends one line per record (:mod:`memofs.files.jsonl`: one fsynced write,
+torn tail cut first), so its cost does not grow with the file; the later line of an id
+wins on load. Dead lines (an id written again, a removed memory, another embedder's
+vector) are dropped by *compaction*: the whole file rewritten into a temp file in the same
+directory, fsynced and ``os.replace``-d over the old one. It runs in :meth:`sync` (every
+rehydration, under the lock) when lines of removed ids or of another embedder or dimension
+are present, or when superseded lines reach ``COMPACT_MIN_DEAD`` and a quarter of the live
+ones (amortised: a rewrite of L lines happens after at least L/4 appends); and in
+:meth:`remove`. A process killed mid-compaction leaves the old file whole (plus a temp
+file, removed by the next compaction): nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +38,23 @@ from filelock import FileLock
 from numpy.typing import NDArray
 
 from memofs.files import safe_json
+from memofs.files.jsonl import append_lines, repair_tail
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.vector_index import DEFAULT_NAMESPACE, VectorIndex
+from memofs.signals.vector_sidecar import SidecarState, VectorSidecar
 
 log = logging.getLogger("memofs.embeddings_file")
 
 DEFAULT_PATH = Path(".memofs") / "indexes" / "embeddings.jsonl"
 _TMP_PREFIX = ".embeddings-tmp-"
+COMPACT_MIN_DEAD = 1000
+SIDECAR_REFRESH_LINES = 1000
+"""A sidecar is rewritten when missing or stale, or when this many lines lie past it."""
+"""Superseded lines below this count never trigger a compaction (small files stay put)."""
+
+
+def _before_replace() -> None:
+    """Called between a compaction's fsync and its rename; a test kills the process here."""
 
 
 class EmbeddingsFileError(ValueError):
@@ -109,12 +127,25 @@ _FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 )
 
 
+@dataclass(frozen=True)
+class LoadInfo:
+    """How the last load went: from the sidecar or not, lines parsed, and the offset and
+    line count of the newline-terminated lines it read."""
+
+    from_sidecar: bool
+    parsed: int
+    offset: int
+    lineno: int
+
+
 class EmbeddingsFile:
     """Reader/writer for one embeddings.jsonl; a sibling ``<name>.lock`` serialises writers."""
 
     def __init__(self, path: str | Path = DEFAULT_PATH, lock_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+        self.sidecar = VectorSidecar(self.path)
+        self.last_load: LoadInfo | None = None
 
     # -- reading ----------------------------------------------------------------------
     def _parse(self, raw: bytes, lineno: int) -> tuple[str, dict[str, Any]]:
@@ -133,16 +164,25 @@ class EmbeddingsFile:
             raise EmbeddingsFileError(f"{where}: field 'vector' has {len(obj['vector'])} values but dim is {obj['dim']}")
         return text, obj
 
-    def _iter(self, skipped: list[SkippedLine]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    def _iter(self, skipped: list[SkippedLine], start: int = 0, lines_before: int = 0,
+              progress: list[int] | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """(line number, raw line, parsed dict) for every valid line, streamed in file order
-        with one line of look-ahead (only the last line may be a crash leftover)."""
+        with one line of look-ahead (only the last line may be a crash leftover); from byte
+        ``start`` (after ``lines_before`` lines) when a sidecar covers what comes before.
+        ``progress`` gets ``[offset, lines]`` of the newline-terminated lines read."""
         try:
             fd, _ = safe_json.open_regular(self.path)  # a FIFO is refused, never read
         except FileNotFoundError:
             return
+        if progress is not None:
+            progress[:] = [start, lines_before]
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(start)
             pending: tuple[int, bytes] | None = None
-            for lineno, raw in enumerate(fh, start=1):
+            for lineno, raw in enumerate(fh, start=lines_before + 1):
+                if progress is not None and raw.endswith(b"\n"):
+                    progress[0] += len(raw)
+                    progress[1] = lineno
                 if not raw.strip():
                     continue
                 if pending is not None:
@@ -167,10 +207,31 @@ class EmbeddingsFile:
         return [(n, obj) for n, _, obj in rows], skipped
 
     def load(self, embedder_name: str, dim: int) -> tuple[list[EmbeddingRecord], list[SkippedLine]]:
-        """Records written by ``embedder_name`` at ``dim``; other lines come back as skipped."""
+        """Records written by ``embedder_name`` at ``dim`` (the later line of an id wins);
+        other lines come back as skipped."""
+        by_id, skipped, _ = self._load(embedder_name, dim)
+        return list(by_id.values()), skipped
+
+    def _load(self, embedder_name: str, dim: int, use_sidecar: bool = False
+              ) -> tuple[dict[str, EmbeddingRecord], list[SkippedLine], int]:
+        """``load`` plus the number of this embedder's lines read (live + superseded). With
+        ``use_sidecar``, a valid sidecar stands for the lines it covers and only the lines
+        after it are parsed (``self.last_load`` says which)."""
         skipped: list[SkippedLine] = []
         by_id: dict[str, EmbeddingRecord] = {}
-        for lineno, _, obj in self._iter(skipped):
+        lines, start, before = 0, 0, 0
+        state = self.sidecar.read(embedder_name, dim) if use_sidecar else None
+        if state is not None:
+            for k, i in enumerate(state.ids):
+                by_id[i] = EmbeddingRecord(id=i, vector=state.vectors[k], embedder=embedder_name,
+                                           text_sha256=state.text_sha256[k], namespace=state.namespaces[k],
+                                           metadata=state.metadata[k])
+            skipped = [SkippedLine(**row) for row in state.skipped]
+            lines, start, before = state.lines, state.offset, state.lineno
+        progress = [0, 0]
+        parsed = 0
+        for lineno, _, obj in self._iter(skipped, start, before, progress):
+            parsed += 1
             if obj["embedder"] != embedder_name or obj["dim"] != dim:
                 reason = "other-embedder" if obj["embedder"] != embedder_name else "other-dim"
                 skipped.append(SkippedLine(line=lineno, reason=reason, id=obj["id"], embedder=obj["embedder"], dim=obj["dim"]))
@@ -179,11 +240,14 @@ class EmbeddingsFile:
                 vec = np.asarray(obj["vector"], dtype=np.float32)
             except (TypeError, ValueError) as exc:
                 raise EmbeddingsFileError(f"{self.path}:{lineno}: field 'vector' is not numeric") from exc
+            lines += 1
+            by_id.pop(obj["id"], None)  # the later line wins, at the later position
             by_id[obj["id"]] = EmbeddingRecord(
                 id=obj["id"], vector=vec, embedder=obj["embedder"], text_sha256=obj["text_sha256"],
                 namespace=obj["namespace"], metadata=obj["metadata"],
             )
-        return list(by_id.values()), skipped
+        self.last_load = LoadInfo(from_sidecar=state is not None, parsed=parsed, offset=progress[0], lineno=progress[1])
+        return by_id, skipped, lines
 
     # -- writing ----------------------------------------------------------------------
     def _write_lines(self, lines: Iterable[str]) -> None:
@@ -198,6 +262,7 @@ class EmbeddingsFile:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)  # mkstemp creates 0600; store files are ordinary project files
+            _before_replace()
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -210,19 +275,38 @@ class EmbeddingsFile:
 
     def _current(self) -> dict[str, str]:
         """id -> raw line of the file as it is now (caller holds the lock)."""
-        # temp files left by a writer that died: we hold the lock, so none is in use
-        for stale in self.path.parent.glob(_TMP_PREFIX + "*"):
-            stale.unlink(missing_ok=True)
+        self._clear_temp()
         rows, _ = self._scan()
         return {obj["id"]: raw for _, raw, obj in rows}
 
+    def _clear_temp(self) -> None:
+        """Remove temp files of a compaction that died (caller holds the lock: none is in use)."""
+        for stale in self.path.parent.glob(_TMP_PREFIX + "*"):
+            stale.unlink(missing_ok=True)
+
     def upsert(self, records: Sequence[EmbeddingRecord]) -> None:
-        """Insert or replace records by id (one line per chunk), atomically."""
+        """Insert or replace records by id: one appended line each, in one fsynced write
+        (the later line of an id wins; :meth:`sync` compacts)."""
         with self.lock:
+            self._append(rec.to_json() for rec in records)
+
+    def _append(self, lines: Iterable[str]) -> None:
+        """Append under the lock, after cutting a torn last line (saved beside the file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            safe_json.require_regular(self.path, self.path.stat())  # a FIFO would block the append
+        repair_tail(self.path, self.path.parent)
+        append_lines(self.path, lines)
+
+    def compact(self) -> int:
+        """Rewrite the file with one line per id (its later line), atomically; returns how
+        many superseded lines were dropped. Crash-safe: see the module docstring."""
+        with self.lock:
+            rows, _ = self._scan()
             current = self._current()
-            for rec in records:
-                current[rec.id] = rec.to_json()
-            self._write_lines(current.values())
+            if len(current) != len(rows):
+                self._write_lines(current.values())
+            return len(rows) - len(current)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete lines by id, atomically; returns how many were removed."""
@@ -233,6 +317,22 @@ class EmbeddingsFile:
             if len(kept) != len(current):
                 self._write_lines(kept.values())
             return len(current) - len(kept)
+
+    def _write_sidecar(self, order: list[str], records: Mapping[str, EmbeddingRecord], embedder: Embedder,
+                       after: tuple[int, int, int, list[SkippedLine]]) -> None:
+        """A new sidecar for the file as it now is (``after``: size, lines, this embedder's
+        lines, skipped lines); a failure only costs the next start a full parse."""
+        offset, lineno, lines, skipped = after
+        try:
+            rows = [records[i] for i in order]
+            vectors = np.vstack([r.vector for r in rows]) if rows else np.zeros((0, embedder.dim), np.float32)
+            self.sidecar.write(SidecarState(
+                ids=list(order), vectors=vectors, text_sha256=[r.text_sha256 for r in rows],
+                namespaces=[r.namespace for r in rows], metadata=[r.metadata for r in rows],
+                skipped=[asdict(s) for s in skipped if s.reason != "truncated"], lines=lines,
+                offset=offset, lineno=lineno), embedder.name, embedder.dim)
+        except (OSError, ValueError) as exc:
+            log.warning("could not write the vector sidecar (%s); the next start parses %s", exc, self.path)
 
     # -- sync ------------------------------------------------------------------------
     def sync(
@@ -248,8 +348,9 @@ class EmbeddingsFile:
         namespaces = namespaces or {}
         metadata = metadata or {}
         with self.lock:
-            stored, skipped = self.load(embedder.name, embedder.dim)
-            by_id = {r.id: r for r in stored}
+            by_id, skipped, lines = self._load(embedder.name, embedder.dim, use_sidecar=True)
+            info = self.last_load
+            stored = list(by_id.values())
             todo = [i for i, t in texts_by_id.items() if i not in by_id or by_id[i].text_sha256 != text_sha256(t)]
             fresh: list[EmbeddingRecord] = []
             if todo:
@@ -264,8 +365,23 @@ class EmbeddingsFile:
             keep.update({r.id: r for r in fresh})
             stale_ids = [i for i in index.ids if i not in texts_by_id]
             removed = len(set(by_id) - set(texts_by_id)) + sum(1 for s in skipped if s.id and s.id not in texts_by_id)
-            if fresh or removed or any(s.reason == "truncated" or s.id in texts_by_id for s in skipped):
-                self._write_lines(keep[i].to_json() for i in texts_by_id if i in keep)
+            superseded = lines - len(by_id)
+            order = [r.id for r in stored]
+            if removed or any(s.reason != "truncated" for s in skipped) or (
+                    superseded >= COMPACT_MIN_DEAD and 4 * superseded >= len(by_id)):
+                self._clear_temp()
+                order = [i for i in texts_by_id if i in keep]
+                self._write_lines(keep[i].to_json() for i in order)
+                after = (self.path.stat().st_size, len(order), len(order), [])
+            else:
+                if fresh or skipped:  # new vectors appended (a torn tail is cut first)
+                    self._append(r.to_json() for r in fresh)
+                    redone = {r.id for r in fresh}
+                    order = [i for i in order if i not in redone] + [r.id for r in fresh]
+                clean = info is not None and self.path.stat().st_size == info.offset + sum(len(r.to_json()) + 1 for r in fresh)
+                after = (self.path.stat().st_size, info.lineno + len(fresh), lines + len(fresh), skipped) if clean else None
+            if after is not None and (info is None or not info.from_sidecar or info.parsed + len(fresh) >= SIDECAR_REFRESH_LINES):
+                self._write_sidecar(order, {**by_id, **keep}, embedder, after)
         index.remove(stale_ids)
         if keep:
             ids = list(keep)

@@ -64,6 +64,13 @@ class VectorIndex:
         """A copy of the stored (unit) row for ``id``."""
         return self._mat[self._row[id]].copy()
 
+    def vectors_of(self, ids: Sequence[str]) -> NDArray[np.float32]:
+        """The stored (unit) rows of ``ids``, stacked (a copy); KeyError for an absent id."""
+        rows = self.rows_of(ids)
+        if (rows < 0).any():
+            raise KeyError(ids[int(np.flatnonzero(rows < 0)[0])])
+        return self._mat[rows]
+
     def namespace_of(self, id: str) -> str:
         code = int(self._ns[self._row[id]])
         return next(ns for ns, c in self._ns_codes.items() if c == code)
@@ -97,6 +104,13 @@ class VectorIndex:
                 raise ValueError(f"{len(ids)} ids but {len(nss)} namespaces")
         new = sum(1 for i in dict.fromkeys(ids) if i not in self._row)
         self._grow(len(self._ids) + new)
+        if new == len(ids) and all(isinstance(i, str) and i for i in ids):  # all new, distinct: one block
+            start = len(self._ids)
+            self._ids.extend(ids)
+            self._row.update(zip(ids, range(start, start + new)))
+            self._mat[start:start + new] = rows
+            self._ns[start:start + new] = np.fromiter((self._code(ns) for ns in nss), dtype=np.int32, count=new)
+            return
         for id_, row, ns in zip(ids, rows, nss, strict=True):
             if not isinstance(id_, str) or not id_:
                 raise ValueError(f"ids must be non-empty strings, got {id_!r}")

@@ -110,20 +110,22 @@ def preview(item: str) -> str:
     return first if len(first) <= PREVIEW_CHARS else first[: PREVIEW_CHARS - 3] + "..."
 
 
-def outline(omitted: Sequence[str]) -> str:
-    """The omitted-items outline (spec "The context briefing")."""
+def outline(omitted: Sequence[str], count: int | None = None) -> str:
+    """The omitted-items outline (spec "The context briefing"). ``count`` is how many items
+    are omitted when ``omitted`` holds only the first of them (default: all of it)."""
+    count = len(omitted) if count is None else count
     lines = [f' ↳ "{preview(it)}"' for it in omitted[:OUTLINE_PREVIEWS]]
-    if len(omitted) > OUTLINE_PREVIEWS:
-        lines.append(f" ↳ and {len(omitted) - OUTLINE_PREVIEWS} more items...")
+    if count > OUTLINE_PREVIEWS:
+        lines.append(f" ↳ and {count - OUTLINE_PREVIEWS} more items...")
     return (
-        f"[Omitted {len(omitted)} items to fit context budget:\n"
+        f"[Omitted {count} items to fit context budget:\n"
         + "\n".join(lines)
         + "\nTo view these, run recall with specific search terms]"
     )
 
 
-def _short_notice(omitted: Sequence[str]) -> str:
-    return f"[Omitted {len(omitted)} items due to context budget limits]"
+def _short_notice(omitted: Sequence[str], count: int | None = None) -> str:
+    return f"[Omitted {len(omitted) if count is None else count} items due to context budget limits]"
 
 
 def _with_tail(head: str, tail: str) -> str:
@@ -138,7 +140,7 @@ class Compressed:
     mode: str  # "full" | "outline" | "notice" | "truncated" | "empty"
 
 
-def compress(items: Sequence[str], sep: str, budget: int) -> Compressed:
+def compress(items: Sequence[str], sep: str, budget: int, total: int | None = None) -> Compressed:
     """Fit ``items`` (rank order) into ``budget`` bytes.
 
     Whole items are taken greedily while ``included + outline(rest)`` fits; the last
@@ -146,29 +148,41 @@ def compress(items: Sequence[str], sep: str, budget: int) -> Compressed:
     ``[Omitted <M> items due to context budget limits]`` (upstream uses the notice
     without items); if that does not fit either,
     the joined text cut to ``budget - notice`` bytes plus
-    ``[Section truncated to <budget> bytes]``; if even the notice is too long, nothing."""
-    items = [it for it in items if it.strip()]
-    full = sep.join(items)
-    if nbytes(full) <= budget:
-        return Compressed(full, len(items), 0, "full")
+    ``[Section truncated to <budget> bytes]``; if even the notice is too long, nothing.
+
+    ``total`` (default ``len(items)``) is the length of the whole list when ``items`` is
+    only its head: the result is the same as for the whole list as long as the head holds
+    more than ``budget`` bytes plus the outline's previews (:func:`render_head`). Sizes are
+    summed item by item, so the cost is linear in the items looked at, never in the list."""
+    kept = [it for it in items if it.strip()]
+    total = len(kept) if total is None else total - (len(items) - len(kept))
+    items = kept
+    sizes = [nbytes(it) for it in items]
+    gap = nbytes(sep)
+    if total == len(items) and sum(sizes) + gap * max(0, len(items) - 1) <= budget:
+        return Compressed(sep.join(items), len(items), 0, "full")
     for tail, mode in ((outline, "outline"), (_short_notice, "notice")):
-        included: list[str] = []
-        for i, item in enumerate(items):
-            rest = items[i + 1:]
-            head = sep.join([*included, item])
-            if nbytes(_with_tail(head, tail(rest)) if rest else head) > budget:
+        included, head = 0, 0
+        for i, size in enumerate(sizes):
+            grown = size if i == 0 else head + gap + size
+            left = total - i - 1
+            cost = grown + (len(SEPARATOR) + nbytes(tail(items[i + 1:i + 1 + OUTLINE_PREVIEWS], left)) if left else 0)
+            if cost > budget:
                 break
-            included.append(item)
-        rest = items[len(included):]
-        body = _with_tail(sep.join(included), tail(rest))
+            included, head = i + 1, grown
+        body = _with_tail(sep.join(items[:included]), tail(items[included:included + OUTLINE_PREVIEWS], total - included))
         if nbytes(body) <= budget:
-            return Compressed(body, len(included), len(rest), mode)
+            return Compressed(body, included, total - included, mode)
     notice = f"{SEPARATOR}[Section truncated to {budget} bytes]"
     room = budget - nbytes(notice)
     if room <= 0:
-        return Compressed("", 0, len(items), "empty")
-    cut = truncate_utf8(full, room).rstrip()
-    return Compressed(cut + notice, 0, len(items), "truncated")
+        return Compressed("", 0, total, "empty")
+    upto, acc = 0, -gap  # the items whose join reaches ``room`` bytes: the cut needs no more
+    while upto < len(items) and acc < room:
+        acc += gap + sizes[upto]
+        upto += 1
+    cut = truncate_utf8(sep.join(items[:upto]), room).rstrip()
+    return Compressed(cut + notice, 0, total, "truncated")
 
 
 # ---------------------------------------------------------------------- packing
@@ -303,11 +317,50 @@ def render_events(events: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
-def render_notes(memories: Sequence[Any]) -> list[str]:
-    """Note-kind memories, newest first: ``"- <date> <text on one line>"``."""
+def newest_notes(memories: Sequence[Any]) -> list[Any]:
+    """Note-kind memories, newest first (undated last; ties keep store order). A store state
+    computes this once (:attr:`memofs.store.project.Rehydrated.notes`), not every briefing."""
     notes = [m for m in memories if m.kind == "note"]
     notes.sort(key=lambda m: (m.created_at is not None, m.created_at), reverse=True)
-    return [f"- {m.created_at.date().isoformat() if m.created_at else 'undated'} {_one_line(m.text)}" for m in notes]
+    return notes
+
+
+def render_notes(notes: Sequence[Any], max_bytes: int | None = None) -> list[str]:
+    """``"- <date> <text on one line>"`` for ``notes`` (newest first, :func:`newest_notes`).
+
+    With ``max_bytes``, only the head that any section of at most ``max_bytes`` bytes can
+    show: items until their ``"\n"``-joined size passes ``max_bytes``, plus the outline's
+    previews (:func:`compress` with ``total=len(notes)`` gives the same text as for the
+    whole list). A briefing formats a few hundred notes, not the whole store."""
+    out: list[str] = []
+    size, extra = -1, None
+    for m in notes:
+        item = f"- {m.created_at.date().isoformat() if m.created_at else 'undated'} {_one_line(m.text)}"
+        out.append(item)
+        if extra is not None:
+            extra -= 1
+            if extra <= 0:
+                break
+            continue
+        size += 1 + nbytes(item)
+        if max_bytes is not None and size > max_bytes:
+            extra = OUTLINE_PREVIEWS
+    return out
+
+
+@dataclass(frozen=True)
+class NotesHead:
+    """The notes list a briefing caches: the head :func:`render_notes` gives for the largest
+    expansion (``MAX_BUDGET``) and how many notes there are. It depends on the store state
+    only, never on the query, so a state renders it once (:func:`notes_head`)."""
+
+    items: list[str]
+    total: int
+
+
+def notes_head(memories: Sequence[Any]) -> NotesHead:
+    notes = newest_notes(memories)
+    return NotesHead(render_notes(notes, MAX_BUDGET), len(notes))
 
 
 def _check_budget(max_bytes: int) -> int:
@@ -329,12 +382,16 @@ def build_context(
     max_bytes: int = HARD_CAP,
     limit: int | None = None,
     state_key: object = None,
+    notes: NotesHead | None = None,
 ) -> Briefing:
     """A compact briefing for ``query`` capped at ``min(max_bytes, 8192)`` bytes.
 
     ``events`` are the recent memory events, newest first; ``memories`` the store's
-    memories (notes come from them); ``state_key`` identifies the store state in the
-    cache key. The untruncated lists are cached under a 16-hex key."""
+    memories (notes come from them, or from ``notes``: :func:`notes_head` of the same
+    memories, kept by the caller across briefings); ``state_key``
+    identifies the store state in the cache key. The untruncated lists are cached under a
+    16-hex key; the notes list only as far as the largest expansion can show
+    (``meta["totals"]`` keeps its length)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is required")
     budget = min(_check_budget(max_bytes), HARD_CAP)
@@ -342,6 +399,7 @@ def build_context(
     rq, resolved = recaller.query_text(query, task_type)
     entities = EntityGraph.render(resolved).split("\n") if resolved else []
     fetch = max(limit or 20, 3)
+    head = notes_head(memories) if notes is None else notes
     try:
         results = recaller.recall(query, fetch, task_type=task_type, now=now, explain=True)
     except ValueError:
@@ -353,29 +411,31 @@ def build_context(
         "entities": entities,
         "recall": render_recall(results),
         "recent": render_events(list(events)[: max(6, limit or 5)]),
-        "notes": render_notes(memories),
+        "notes": head.items,
     }
+    totals = {name: len(items) for name, items in lists.items()}
+    totals["notes"] = head.total
     key = cache_key(query, task_type, rq.expanded_terms, state_key)
     negotiable = [
-        Negotiable(name, lists[name][: COMPACT_SHOWN[name]] if COMPACT_SHOWN[name] else lists[name], len(lists[name]))
+        Negotiable(name, lists[name][: COMPACT_SHOWN[name]] if COMPACT_SHOWN[name] else lists[name], totals[name])
         for name in SECTIONS
     ]
     packed = pack(core, negotiable, budget)
-    hidden = _hidden(packed, lists)
+    hidden = _hidden(packed, totals)
     footer: list[str] = []
     if hidden:
         # a query the secret gate would refuse is cached redacted (the cache put), and its
         # terms are not cached at all: they are pieces of the secret
         terms = [] if secrets.scan(query) else list(rq.expanded_terms)
-        cache.put(key, lists, {"query": query, "task_type": task_type, "expanded_terms": terms})
+        cache.put(key, lists, {"query": query, "task_type": task_type, "expanded_terms": terms, "totals": totals})
         cursors = {name: cache.cursor(key, name) for name in SECTIONS if lists[name]}
-        reserve_lines = [footer_line(n, len(lists[n]), c) for n, c in cursors.items()]
+        reserve_lines = [footer_line(n, totals[n], c) for n, c in cursors.items()]
         reserve = nbytes(SEPARATOR + "\n".join(reserve_lines))
         if reserve + nbytes(section_text(DIRECTIVE_TITLE, DIRECTIVE)) > budget:
             reserve = 0  # no room for cursors at all: the briefing still holds the cap
             cursors = {}
         packed = pack(core, negotiable, budget, reserve)
-        hidden = _hidden(packed, lists)
+        hidden = _hidden(packed, totals)
         footer = [footer_line(n, hidden[n], cursors[n]) for n in SECTIONS if n in hidden and n in cursors]
     text = packed.text + (SEPARATOR + "\n".join(footer) if footer else "")
     if nbytes(text) > budget:  # unreachable by construction; the cap is a hard invariant
@@ -391,12 +451,12 @@ def build_context(
     return Briefing(text, budget, packed.sections, items, expandable, warnings, query)
 
 
-def _hidden(packed: Packed, lists: dict[str, list[str]]) -> dict[str, int]:
-    """Per section, how many items of the untruncated list are not shown whole."""
+def _hidden(packed: Packed, totals: dict[str, int]) -> dict[str, int]:
+    """Per section, how many items of the untruncated list (``totals``: lengths) are not shown whole."""
     shown = {s.name: s.shown for s in packed.sections}
     out = {}
     for name in SECTIONS:
-        more = len(lists[name]) - shown.get(name, 0)
+        more = totals[name] - shown.get(name, 0)
         if more > 0:
             out[name] = more
     return out
@@ -414,17 +474,20 @@ def expand_context(cache: ContextCache, cursor: str, section: str | None = None,
     if name not in SECTIONS:
         raise CursorError(f"section must be one of {', '.join(SECTIONS)}; got {name!r}")
     items = entry.lists.get(name, [])
+    totals = entry.meta.get("totals")
+    total = totals.get(name) if isinstance(totals, dict) else None
+    total = total if isinstance(total, int) and not isinstance(total, bool) and total >= len(items) else len(items)
     directive = section_text(DIRECTIVE_TITLE, DIRECTIVE)
     title = f"{TITLES[name]} (expanded)"
     parts = [directive]
     infos = [SectionInfo("directive", DIRECTIVE_TITLE, nbytes(directive), 1, 1, 0, "full")]
     if items:
         room = budget - nbytes(directive) - len(SEPARATOR) - nbytes(section_text(title, ""))
-        comp = compress(items, ITEM_SEP[name], room)
+        comp = compress(items, ITEM_SEP[name], room, total)
         if comp.body:
             text = section_text(title, comp.body)
             parts.append(text)
-            infos.append(SectionInfo(name, title, _cost(False, text), len(items), comp.shown, comp.omitted, comp.mode))
+            infos.append(SectionInfo(name, title, _cost(False, text), total, comp.shown, comp.omitted, comp.mode))
     else:
         text = section_text(title, "(nothing cached for this section)")
         parts.append(text)
@@ -456,6 +519,6 @@ def briefing_for(live: Any, cache: ContextCache, *, query: str, now: datetime, t
     events, event_warnings = store.recent_events(20)
     b = build_context(state.recaller, query=query, core=store.read_core(), events=events,
                       memories=state.memories, cache=cache, now=now, task_type=task_type,
-                      max_bytes=max_bytes, limit=limit, state_key=store.signature())
+                      max_bytes=max_bytes, limit=limit, state_key=store.signature(), notes=state.notes_head)
     b.warnings = [*state.warnings, *event_warnings, *b.warnings]
     return b

@@ -19,8 +19,11 @@ runs one process per command, so :class:`FileContextCache` keeps the same LRU in
 The key file is written to a temp file, fsynced and linked into place (never a partly
 written key; a concurrent creator's key is never replaced); an empty, short or non-hex
 key is refused with a one-line error. A damaged cache file or a wrong-typed entry is
-discarded with a warning (it is only a cache). Strings that the secret gate would refuse
-are redacted before an entry is cached, so the cache file never holds them.
+discarded with a warning (it is only a cache). The request (``meta``: the query and what
+came from it) is redacted before an entry is cached, so the cache file never holds a
+string the secret gate would refuse; the lists are not scanned again: they are rendered
+from stored memories, events and graph facts, which passed the gate when they were
+written (scanning every cached item of a 100k-memory briefing cost ten recalls).
 """
 
 from __future__ import annotations
@@ -133,9 +136,10 @@ class ContextCache:
         return entry
 
     def put(self, key: str, lists: dict[str, list[str]], meta: dict[str, Any]) -> CacheEntry:
-        """Insert (or replace) at most-recent; evict the oldest beyond ``max_entries``."""
+        """Insert (or replace) at most-recent; evict the oldest beyond ``max_entries``.
+        ``meta`` is redacted; ``lists`` hold stored (already gated) text and are kept as is."""
         self._load()
-        entry = CacheEntry(key, {s: [_redact(x) for x in v] for s, v in lists.items()},
+        entry = CacheEntry(key, {s: list(v) for s, v in lists.items()},
                            {k: _redact(v) for k, v in meta.items()}, self.clock())
         self._entries.pop(key, None)
         self._entries[key] = entry

@@ -7,9 +7,9 @@ Layout (created by :meth:`Store.init`; paths relative to the project root)::
     .memofs/memory/core.md                the persistent project briefing (template)
     .memofs/memory/memories.jsonl         one memory per line (append-only)
     .memofs/events/memory-events.jsonl    one event per line (append-only)
-    .memofs/graph/nodes.jsonl             entity graph (rewritten: temp file + rename)
+    .memofs/graph/nodes.jsonl             entity graph (new facts appended; a changed edge rewrites)
     .memofs/graph/edges.jsonl
-    .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; temp + rename)
+    .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; appended, compacted)
     .memofs/tmp/                          context-cache file, torn-line leftovers
     .memofs/.lock                         the store's cross-process write lock
 
@@ -24,18 +24,19 @@ Durability rules:
   bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
   appending, so a torn line never ends up in the middle of a file. At most the write in
   flight is lost.
-* Files that are rewritten (graph, embeddings, manifest, config) go through a temp file
-  in the same directory, ``fsync`` and ``os.replace``.
+* ``remember`` only appends (STORE.md "Durability"). Files that are rewritten (manifest,
+  config, a changed graph edge, an embeddings compaction) go through a temp file in the
+  same directory, ``fsync`` and ``os.replace``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,13 +46,15 @@ from typing import Any
 from filelock import FileLock
 
 from memofs.files import safe_json, secrets
-from memofs.files.atomic import atomic_write_text, fsync_dir
+from memofs.files.atomic import atomic_write_text
+from memofs.files.jsonl import AppendCursor, append_line, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
 from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
+from memofs.store.briefing import NotesHead, notes_head
 from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
 
 log = logging.getLogger("memofs.store")
@@ -65,6 +68,7 @@ SUMMARY_CHARS = 160
 LOCK_TIMEOUT_S = 60.0
 MANIFEST_VERSION = "1"
 
+_ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
 _MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
 
 
@@ -77,74 +81,6 @@ class StoreNotFoundError(StoreError):
 
 
 # ---------------------------------------------------------------------- low-level file I/O
-def append_line(path: Path, obj: dict[str, Any]) -> None:
-    """Append one JSON line with a single write on an O_APPEND descriptor, then fsync.
-
-    The caller holds the store lock and has called :func:`repair_tail` first."""
-    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked (signals, quotas)
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def repair_tail(path: Path, tmp_dir: Path) -> str | None:
-    """Make ``path`` end with a complete line before an append (caller holds the lock).
-
-    A last line without its newline is either a complete JSON object (the crash hit just
-    before the newline: the newline is added) or a torn write (its bytes are saved to
-    ``tmp_dir`` and cut off). Returns a warning, or None when the file was clean."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None
-    if size == 0:
-        return None
-    with open(path, "rb+") as fh:
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return None
-        # find the start of the unterminated tail
-        block = 1 << 16
-        pos = size
-        start = 0
-        while pos > 0:
-            step = min(block, pos)
-            pos -= step
-            fh.seek(pos)
-            chunk = fh.read(step)
-            nl = chunk.rfind(b"\n")
-            if nl >= 0:
-                start = pos + nl + 1
-                break
-        fh.seek(start)
-        tail = fh.read()
-        try:
-            safe_json.parse(tail, str(path), expect=dict)
-            complete = True
-        except safe_json.JSONFileError:
-            complete = False
-        if complete:
-            fh.seek(size)
-            fh.write(b"\n")
-            msg = f"{path}: last line lacked its newline; terminated it"
-        else:
-            tmp_dir.mkdir(parents=True, exist_ok=True)
-            saved = tmp_dir / f"torn-{path.name}-{os.getpid()}-{size}.bin"
-            saved.write_bytes(tail)
-            fh.truncate(start)
-            msg = f"{path}: cut a torn last line ({len(tail)} bytes, saved to {saved.name})"
-        fh.flush()
-        os.fsync(fh.fileno())
-    log.warning(msg)
-    return msg
-
-
 def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
     """``[(line number, object)]`` and warnings. A malformed *last* line (a crash
     mid-write) is skipped with a warning; a malformed line elsewhere raises
@@ -295,6 +231,13 @@ class Store:
         self.paths = Paths(self.root)
         self.clock = clock
         self._lock = FileLock(str(self.paths.lock), timeout=LOCK_TIMEOUT_S)
+        # what this process's writes derive from, kept across writes and brought up to date
+        # from the files' appended bytes (memofs.files.jsonl.AppendCursor), so a write costs
+        # what it adds, not the size of the store
+        self._ids: set[str] = set()
+        self._ids_cursor = AppendCursor()
+        self._graph: EntityGraph | None = None
+        self._graph_cursors = (AppendCursor(), AppendCursor())
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -408,10 +351,11 @@ class Store:
     # -- reading -------------------------------------------------------------------
     def load(self) -> LoadReport:
         """Every memory (see :class:`LoadReport`)."""
-        rows, warnings = read_jsonl(self.paths.memories)
+        path = self.paths.memories
+        rows, warnings = read_jsonl(path)
         by_id: dict[str, Memory] = {}
         for lineno, row in rows:
-            m = memory_from_json(row, f"{self.paths.memories}:{lineno}")
+            m = memory_from_json(row, f"{path}:{lineno}")
             by_id.pop(m.id, None)
             by_id[m.id] = m
         return LoadReport(list(by_id.values()), warnings)
@@ -425,9 +369,25 @@ class Store:
             raise StoreError(str(exc)) from None
 
     def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
-        """The last ``n`` events, newest first, and load warnings."""
-        rows, warnings = read_jsonl(self.paths.events)
-        return [obj for _, obj in rows[-n:][::-1]] if n > 0 else [], warnings
+        """The last ``n`` events, newest first, and load warnings. Only the file's tail is
+        read (every briefing asks for 20, however many events the store holds)."""
+        if n <= 0:
+            return [], []
+        path = self.paths.events
+        try:
+            raw = tail_lines(path, n + 1)  # one more: a torn last line is skipped, not counted
+        except FileNotFoundError:
+            return [], []
+        events: list[dict[str, Any]] = []
+        for line in raw:
+            try:
+                events.append(safe_json.parse(line, str(path), expect=dict))
+            except safe_json.JSONFileError:
+                # a torn last line (a crash mid-append) or a damaged one: the full read
+                # skips or refuses it with its line number, as loading always did
+                rows, warnings = read_jsonl(path)
+                return [obj for _, obj in rows[-n:][::-1]], warnings
+        return events[-n:][::-1], []
 
     def load_graph(self) -> EntityGraph:
         try:
@@ -516,12 +476,10 @@ class Store:
                     safe_json.require_regular(f, f.stat())
             repair_tail(p.memories, p.tmp)
             repair_tail(p.events, p.tmp)
-            # ids are looked up as raw bytes (lines are written compactly by append_line):
-            # no JSON parsing of the whole file on every write
-            existing = safe_json.read_bytes(p.memories) if p.memories.exists() else b""
+            existing = self._known_ids()
             mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
             salt = 0
-            while f'"id":"{mem_id}"'.encode() in existing:  # same text, same instant: still a new memory
+            while mem_id in existing:  # same text, same instant: still a new memory
                 salt += 1
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
@@ -539,6 +497,16 @@ class Store:
             except Exception as exc:
                 log.warning("could not store the vector of %s (%s); it will be re-embedded on load", mem_id, exc)
         return memory
+
+    def _known_ids(self) -> set[str]:
+        """Every id in memories.jsonl (caller holds the lock): the ids of the lines appended
+        since the last call are added; a replaced or edited file is read again whole. Ids are
+        found in the raw bytes (lines are written compactly by append_line), not parsed."""
+        data, whole = self._ids_cursor.read(self.paths.memories)
+        if whole:
+            self._ids = set()
+        self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
+        return self._ids
 
     def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
         """The ``memory.created`` event of ``memory`` (its id is derived, so a rebuilt
@@ -561,18 +529,38 @@ class Store:
         return RuleBasedExtractor().extract(text[:250_000])
 
     def _extract_graph(self, texts: Iterable[str]) -> None:
-        """Rule-based facts of ``texts`` merged into the graph files (caller holds the lock)."""
+        """Rule-based facts of ``texts`` merged into the graph files (caller holds the lock).
+
+        New nodes (a node keeps the first label seen) and new edges are appended; only an
+        edge that changes (a retired one made active again) rewrites the files. The graph is
+        kept in memory and read again only when another writer changed the files."""
         facts = [self._facts(t) for t in texts]
         if not any(nodes for nodes, _ in facts):
             return
-        graph = self.load_graph()
+        graph = self._current_graph()
+        new_nodes: list[str] = []
+        new_edges: list[tuple[str, str, str]] = []
+        rewrite = False
         for nodes, edges in facts:
-            for node in nodes:
-                if node.id not in graph:  # a node keeps the first label seen
-                    graph.upsert_node(node)
-            for edge in edges:
-                graph.upsert_edge(edge)
-        graph.save(self.paths.graph)
+            n, e, changed = graph.merge_extracted(nodes, edges)
+            new_nodes += n
+            new_edges += e
+            rewrite = rewrite or changed
+        if rewrite:
+            graph.save(self.paths.graph)
+        elif new_nodes or new_edges:
+            graph.append(self.paths.graph, new_nodes, new_edges)
+        for cursor, name in zip(self._graph_cursors, ("nodes.jsonl", "edges.jsonl")):
+            cursor.read(self.paths.graph / name)  # past our own lines (we hold the lock)
+
+    def _current_graph(self) -> EntityGraph:
+        """The graph as the files hold it now (caller holds the lock): the kept one unless
+        another writer appended to or rewrote a graph file since this process last did."""
+        changed = [cursor.read(self.paths.graph / name) for cursor, name in
+                   zip(self._graph_cursors, ("nodes.jsonl", "edges.jsonl"))]
+        if self._graph is None or any(data or whole for data, whole in changed):
+            self._graph = self.load_graph()
+        return self._graph
 
     # -- derived data ----------------------------------------------------------------
     def orphan_temp_files(self) -> list[Path]:
@@ -654,6 +642,12 @@ class Rehydrated:
     embedded: int = 0
     loaded_vectors: int = 0
 
+    @functools.cached_property
+    def notes_head(self) -> NotesHead:
+        """The briefing's notes list, ordered and rendered once per state (every briefing
+        shows its head; none depends on the query)."""
+        return notes_head(self.memories)
+
 
 def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
               config: RecallConfig | None = None) -> Rehydrated:
@@ -682,7 +676,7 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
         sync = EmbeddingsFile(store.paths.embeddings).sync(
             index, {m.id: m.text for m in mems}, embedder,
             namespaces={m.id: m.namespace for m in mems}, metadata={m.id: {"kind": m.kind} for m in mems})
-        vectors = np.vstack([index.vector(m.id) for m in mems])
+        vectors = index.vectors_of([m.id for m in mems])
         out.embedded, out.loaded_vectors = sync.embedded, sync.loaded
         out.warnings.extend(f"{store.paths.embeddings}:{s.line}: skipped ({s.reason})" for s in sync.skipped)
     except Exception as exc:  # zero-key tier 2: never fail recall because of vectors
@@ -695,22 +689,88 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
 
 
 class LiveStore:
-    """A long-lived view (the MCP server): the Recaller is rebuilt whenever the store's
-    files change, including writes by other processes; vectors come from the file."""
+    """A long-lived view (the MCP server) that follows the store's files, including writes
+    by other processes. Lines appended to memories.jsonl are applied incrementally (parsed,
+    embedded, added to the same Recaller; the graph is re-read when its files changed); the
+    state is rebuilt from scratch only when memories.jsonl was rewritten (replaced, cut,
+    edited: :class:`~memofs.files.jsonl.AppendCursor`) or an appended line repeats a known
+    id with other content. Reads take no lock: they see complete lines only, so a reader
+    waits on no writer at all."""
 
     def __init__(self, store: Store, *, embedder: Any = None, clock: Clock | None = None) -> None:
         self.store = store
-        self.embedder = embedder
+        self.embedder = _LastEncode(embedder) if embedder is not None else None
         self.clock = clock or store.clock
         self._sig: tuple | None = None
         self._state: Rehydrated | None = None
+        self._cursor = AppendCursor()
+        self.full_loads = 0  # how many times the state was rebuilt from scratch
 
     def state(self) -> Rehydrated:
         sig = self.store.signature()
-        if self._state is None or sig != self._sig:
+        if self._state is not None and sig == self._sig:
+            return self._state
+        data, whole = self._cursor.read(self.store.paths.memories)
+        if self._state is None or whole or not self._apply(data, graph_changed=sig[1:3] != self._sig[1:3]):
             self._state = rehydrate(self.store, embedder=self.embedder, clock=self.clock)
-            self._sig = sig
+            self.full_loads += 1
+        self._sig = sig
         return self._state
+
+    def _apply(self, data: bytes, graph_changed: bool) -> bool:
+        """Add the memories of appended ``data`` to the state; False when only a full
+        reload is right (a known id with other content: the later line wins in place)."""
+        state = self._state
+        assert state is not None
+        rec = state.recaller
+        path = self.store.paths.memories
+        new: dict[str, Memory] = {}
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                row = safe_json.parse(raw, f"{path} (appended line)", expect=dict)
+                m = memory_from_json(row, f"{path} (appended line)")
+            except (safe_json.JSONFileError, StoreError):
+                return False  # the full load reports it with its line number
+            old = rec.memories.get(m.id)
+            if old is not None:
+                if old != m:
+                    return False
+                continue  # already loaded (the state was built after this append)
+            new[m.id] = m
+        if graph_changed:
+            rec.graph = self.store.load_graph()
+            rec.refresh_graph()
+        if new:
+            mems = list(new.values())
+            rec.add(mems)  # its embedder (this view's) encodes them; remember's vector is reused
+            state.memories.extend(mems)
+            state.__dict__.pop("notes_head", None)  # the notes changed
+        return True
 
     def remember(self, text: str, **kwargs: Any) -> Memory:
         return self.store.remember(text, embedder=self.embedder, **kwargs)
+
+
+class _LastEncode:
+    """An embedder that keeps the vectors of its last call, so the state picks up the
+    vector ``remember`` just computed instead of encoding the text a second time."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self._last: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        texts = list(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._last))
+        fresh = dict(zip(todo, np.asarray(self.inner.encode(todo), dtype=np.float32))) if todo else {}
+        known = {**self._last, **fresh}
+        self._last = fresh
+        return np.vstack([known[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)

@@ -1,0 +1,161 @@
+"""Append-only JSONL files: whole-line appends and torn-tail repair (the store's rule for
+``memories.jsonl``, ``memory-events.jsonl`` and ``embeddings.jsonl``).
+
+An append is one ``os.write`` of whole lines on an ``O_APPEND`` descriptor, fsynced before
+the writer's lock is released. A process killed mid-append can leave a torn last line;
+the next writer, under the lock, saves its bytes aside and cuts the file back to its last
+complete line before appending (:func:`repair_tail`), so a torn line never ends up in
+the middle of a file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from memofs.files import safe_json
+
+log = logging.getLogger("memofs.jsonl")
+
+
+def append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append one compact JSON line (:func:`append_lines`)."""
+    append_lines(path, [json.dumps(obj, ensure_ascii=False, separators=(",", ":"))])
+
+
+def append_lines(path: Path, lines: Iterable[str]) -> None:
+    """Append whole lines with a single write on an O_APPEND descriptor, then fsync.
+
+    The caller holds the file's writer lock and has called :func:`repair_tail` first, so
+    a crash leaves at most a torn last line, which readers skip and the next writer cuts."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    if not data:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (signals, quotas)
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(path: Path, tmp_dir: Path) -> str | None:
+    """Make ``path`` end with a complete line before an append (caller holds the lock).
+
+    A last line without its newline is either a complete JSON object (the crash hit just
+    before the newline: the newline is added) or a torn write (its bytes are saved to
+    ``tmp_dir`` and cut off). Returns a warning, or None when the file was clean."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    with open(path, "rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return None
+        # find the start of the unterminated tail
+        block = 1 << 16
+        pos = size
+        start = 0
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            chunk = fh.read(step)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                start = pos + nl + 1
+                break
+        fh.seek(start)
+        tail = fh.read()
+        try:
+            safe_json.parse(tail, str(path), expect=dict)
+            complete = True
+        except safe_json.JSONFileError:
+            complete = False
+        if complete:
+            fh.seek(size)
+            fh.write(b"\n")
+            msg = f"{path}: last line lacked its newline; terminated it"
+        else:
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            saved = tmp_dir / f"torn-{path.name}-{os.getpid()}-{size}.bin"
+            saved.write_bytes(tail)
+            fh.truncate(start)
+            msg = f"{path}: cut a torn last line ({len(tail)} bytes, saved to {saved.name})"
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning(msg)
+    return msg
+
+
+_TAIL_BYTES = 64
+
+
+@dataclass
+class AppendCursor:
+    """Where a reader of an append-only file stopped: inode, byte offset and the (up to)
+    64 bytes before it. :meth:`read` returns the complete lines written since (all of them
+    the first time), and whether the file was read whole (replaced, cut or edited before
+    the offset: the caller then rebuilds what it derived). The 64 bytes catch a rewrite
+    that keeps the inode and grows the file (an editor saving in place) for one small read;
+    an edit that leaves the last 64 bytes before the offset alone, in a file that then
+    grows, goes unseen (the same blind spot as the size + mtime checks it replaces)."""
+
+    inode: int = -1
+    offset: int = 0
+    tail: bytes = b""
+
+    def read(self, path: Path) -> tuple[bytes, bool]:
+        """``(new complete lines, whole)``; a missing file reads as empty and whole."""
+        try:
+            fd, st = safe_json.open_regular(path)
+        except FileNotFoundError:
+            self.inode, self.offset, self.tail = -1, 0, b""
+            return b"", True
+        with os.fdopen(fd, "rb") as fh:
+            whole = st.st_ino != self.inode or st.st_size < self.offset
+            if not whole and self.offset:
+                start = max(0, self.offset - _TAIL_BYTES)
+                fh.seek(start)
+                whole = fh.read(self.offset - start) != self.tail
+            if whole:
+                self.offset, self.tail = 0, b""
+            fh.seek(self.offset)
+            data = fh.read(st.st_size - self.offset)
+        data = data[:data.rfind(b"\n") + 1]  # a torn last line is read again, whole, next time
+        self.inode = st.st_ino
+        self.offset += len(data)
+        self.tail = (self.tail + data)[-_TAIL_BYTES:]
+        return data, whole
+
+
+def tail_lines(path: Path, n: int, block: int = 1 << 16) -> list[bytes]:
+    """The last ``n`` non-blank lines of ``path`` (a torn unterminated tail included, as
+    the last), read backwards in blocks: the cost follows ``n``, not the file's size."""
+    if n <= 0:
+        return []
+    fd, st = safe_json.open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        pos, buf = st.st_size, b""
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+            if sum(1 for line in buf.split(b"\n")[1:] if line.strip()) >= n:
+                break
+    lines = buf.split(b"\n")
+    if pos > 0:
+        lines = lines[1:]  # the first piece may be the end of a longer line
+    return [line for line in lines if line.strip()][-n:]
