@@ -22,7 +22,8 @@ from memofs_eval.embed import make_embedder
 from memofs_eval.runner import fused_run, fused_scores, run_all
 from memofs_eval.signals_cache import SignalCache
 from memofs_eval.spec import TOGGLES, SpecError, load_spec
-from memofs_eval.tune import group_folds, select
+from memofs_eval.folds import group_folds
+from memofs_eval.tune import select
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "eval" / "specs" / "quick.toml"
