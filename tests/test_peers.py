@@ -139,3 +139,36 @@ def test_leave_one_group_out_by_hand():
         check_grouped(groups, [("A", ["a1"], ["a2"])])
     with pytest.raises(ValueError, match="1 group"):
         leave_one_group_out(["a1", "a2"], groups)
+
+
+def test_learned_report_figures_come_from_the_study(tmp_path):
+    """The report module on a tiny study: every figure it prints is the study's own."""
+    import json
+    import re
+
+    from memofs.ranking.learned import FeatureParams
+    from memofs_eval import learned_report as R
+    from memofs_eval.learned_study import blocks, train
+
+    spec = _spec(tmp_path, "raw", embedder="none")
+    data = EvalData(spec.datasets[0], load(spec.datasets[0]))
+    frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
+    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec)
+    cfg = spec.default_config()
+    extra = blocks(bench, [q for q in bench.qids if bench.split[q] == "tune"], cfg, FeatureParams.from_config(cfg))
+    st = study(bench, by_split=True, extra=extra, log=lambda m: None)
+    model = train(extra)
+    transfer = R.Transfer(pd.DataFrame({"agent-memory heldout": [0.5], "LoCoMo (all)": [0.25]}, index=["trained on both"]), len(extra))
+    path = model.save(tmp_path / "m.json")
+    md = R.write(tmp_path / "out", st, st, transfer, {"locomo": model, "mixed": model}, [path], 1.0).read_text()
+    learned = float(st.scores["learned"].mean())
+    assert f"LoCoMo held-out nDCG@10: {learned:.3f}" in md
+    gap = st.scores["baseline:rrf@raw"].mean() - st.scores["baseline:rrf@rewritten"].mean()
+    assert f"{gap:+.3f} on agent-memory" in md
+    # the mean table's row for a peer is the per-query mean written to the csv
+    pq = pd.read_csv(tmp_path / "out" / "per-query-tiny.csv", index_col="query")
+    row = re.search(r"\| `baseline:wsum:tuned@raw` \| ([0-9.]+) \|", md)
+    assert row and float(row.group(1)) == pytest.approx(pq["baseline:wsum:tuned@raw"].mean(), abs=5e-5)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["cv"]["agent_memory_leave_one_project_out_heldout"]["learned"] == pytest.approx(learned)
+    assert summary["cv"]["transfer"]["trained on both"] == {"agent-memory heldout": 0.5, "LoCoMo (all)": 0.25}
