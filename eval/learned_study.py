@@ -44,7 +44,7 @@ from memofs_eval.folds import check_grouped, evaluation_folds, leave_one_group_o
 from memofs_eval.metrics import per_query
 from memofs_eval.runner import Ranked, fused_run
 from memofs_eval.signals_cache import SignalCache
-from memofs_eval.spec import DatasetRef, Spec, expand_variants, load_spec
+from memofs_eval.spec import TOGGLES, DatasetRef, Spec, expand_variants, load_spec
 from memofs_datasets.shared import locomo_path
 
 AGENT_MEMORY_PATH = REPO / "datasets" / "agent-memory"
@@ -52,12 +52,6 @@ SPECS = REPO / "eval" / "specs"
 C_DEFAULT = 1.0
 TIME_FEATURES = ("log_age", "age_missing", "recency", "age_rel")
 CUE_FEATURES = tuple(f for f in FEATURES if "_x_" in f)
-#: pipeline variants of the study that no spec generates; named in the spec's grammar
-STUDY_VARIANTS: dict[str, dict[str, bool]] = {
-    "-recency,-decay": {"use_recency": False, "use_decay": False},
-    "only:bm25,fuzzy": {"use_vector": False, "use_reranker": False, "use_recency": False, "use_confidence": False,
-                        "use_drift": False, "use_decay": False, "use_entity_boost": False},
-}
 PIPELINE_PEERS = ("default", "-recency", "-decay", "-recency,-decay", "only:bm25", "only:bm25,fuzzy", "only:vector")
 
 
@@ -102,6 +96,7 @@ class Bench:
     split: dict[str, str | None]
     data: EvalData | None = None  # the harness's view, for the peers
     spec: Spec | None = None
+    root: Path | None = None  # cache root of the frames (default: the harness's)
 
     @property
     def qids(self) -> list[str]:
@@ -112,7 +107,18 @@ class Bench:
         spec = dataset_spec(name)
         data = EvalData(dataset_ref(name), load(dataset_ref(name)))
         frames = frames_for(data, embedder or spec.embedder, root, progress, spec.default_config())
-        return cls(name, frames, data.qrels, data.category, data.group, data.split, data, spec)
+        return cls(name, frames, data.qrels, data.category, data.group, data.split, data, spec, root)
+
+    def frames_of(self, cfg: RecallConfig) -> dict[str, SignalFrame]:
+        """Frames at ``cfg``'s signal settings: the bench's own when they match the spec's
+        default, else the harness's cached frames of that signal group (``only:bm25``
+        switches rewriting off, which changes the signals, as in ``memofs-eval run``)."""
+        spec = self.spec or dataset_spec(self.name)
+        if cfg.signal_key() == spec.default_config().signal_key():
+            return self.frames
+        if self.data is None:
+            raise ValueError(f"{self.name}: frames of another signal group need the bench's harness data (Bench.load)")
+        return frames_for(self.data, spec.embedder, self.root, cfg=cfg)
 
 
 # --------------------------------------------------------------------------- training
@@ -215,17 +221,24 @@ def run_oracle(bench: Bench, qids: Sequence[str], cfg: RecallConfig) -> Ranked:
 
 def pipeline_configs(spec: Spec, names: Sequence[str] = PIPELINE_PEERS) -> dict[str, RecallConfig]:
     """Configs of pipeline variants by name: the spec's own (``default``, ``-X``, ``only:X``,
-    ...) or :data:`STUDY_VARIANTS` on the spec's default."""
+    ...), or two toggles at once in the same grammar: ``-X,-Y`` (both off) and ``only:X,Y``
+    (X and Y on, every other toggle of the spec off, as ``only:X`` does)."""
     by_name = {v.name: v.config for v in expand_variants(spec)}
     base = spec.default_config()
     out = {}
     for n in names:
         if n in by_name:
             out[n] = by_name[n]
-        elif n in STUDY_VARIANTS:
-            out[n] = base.replace(**STUDY_VARIANTS[n])
-        else:
+            continue
+        only = n.startswith("only:")
+        named = n[len("only:"):].split(",") if only else [t[1:] if t.startswith("-") else "" for t in n.split(",")]
+        if not all(t in TOGGLES for t in named):
             raise ValueError(f"unknown pipeline variant {n!r} for spec {spec.name!r}")
+        if only:
+            changes = {TOGGLES[t]: (t in named) for t in (*spec.toggles, *named)}
+        else:
+            changes = {TOGGLES[t]: False for t in named}
+        out[n] = base.replace(**changes)
     return out
 
 
@@ -308,9 +321,9 @@ def study(bench: Bench, by_split: bool, C: float = C_DEFAULT, extra: Sequence[Bl
     runs: dict[str, Ranked] = {}
     params: dict[str, object] = {}
     if peers:
-        frames = {q: bench.frames[q] for q in qids}
         for name, c in pipeline_configs(spec).items():
-            runs[name] = fused_run(frames, c, spec.k)
+            group = bench.frames_of(c)
+            runs[name] = fused_run({q: group[q] for q in qids}, c, spec.k)
         pr, params = peer_runs(bench)
         runs.update({n: {q: r[q] for q in qids} for n, r in pr.items() if all(q in r for q in qids)})
         log(f"{bench.name}: peers done")

@@ -30,7 +30,7 @@ name = "tiny"
 methods = ["bm25s", "dense", "rrf", "rrf:tuned", "combsum", "wsum:0.4", "wsum:tuned"]
 query = "{query}"
 [ablations]
-toggles = ["vector", "bm25", "fuzzy", "recency", "decay"]
+toggles = ["vector", "bm25", "fuzzy", "recency", "decay", "rewrite"]  # rewrite: a signal field
 embedders = []
 [stats]
 tests = ["student"]
@@ -57,7 +57,7 @@ def test_study_peers_are_the_harness_peers(tmp_path, query):
     dr = exp.datasets[0]
     data = EvalData(spec.datasets[0], load(spec.datasets[0]))
     frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
-    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec)
+    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec, tmp_path)
     peers, _ = peer_runs(bench, (query,))
     names = [n for n in dr.runs if n.startswith("baseline:")]
     assert sorted(names) == sorted(peers) and all(n.endswith(f"@{query}") for n in names)
@@ -67,10 +67,11 @@ def test_study_peers_are_the_harness_peers(tmp_path, query):
     for n, cfg in pipeline_configs(spec, ("default", "-recency", "-decay", "only:bm25", "only:vector")).items():
         from memofs_eval.runner import fused_run
 
-        assert fused_run(frames, cfg, spec.k) == dr.runs[n], n
+        assert fused_run(bench.frames_of(cfg), cfg, spec.k) == dr.runs[n], n
     # and the study's own table gives the harness's figure for every shared name
     st = study(bench, by_split=True, log=lambda m: None)
     res = dr.per_query
+    assert {"only:bm25", "only:vector", "-recency"} <= set(st.peers) & set(res)
     for n in st.peers:
         if n in res:
             assert st.scores[n].mean() == pytest.approx(res[n].loc[st.qids, "ndcg@10"].mean(), abs=1e-12), n
@@ -153,7 +154,7 @@ def test_learned_report_figures_come_from_the_study(tmp_path):
     spec = _spec(tmp_path, "raw", embedder="none")
     data = EvalData(spec.datasets[0], load(spec.datasets[0]))
     frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
-    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec)
+    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec, tmp_path)
     cfg = spec.default_config()
     extra = blocks(bench, [q for q in bench.qids if bench.split[q] == "tune"], cfg, FeatureParams.from_config(cfg))
     st = study(bench, by_split=True, extra=extra, log=lambda m: None)
@@ -172,3 +173,18 @@ def test_learned_report_figures_come_from_the_study(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["cv"]["agent_memory_leave_one_project_out_heldout"]["learned"] == pytest.approx(learned)
     assert summary["cv"]["transfer"]["trained on both"] == {"agent-memory heldout": 0.5, "LoCoMo (all)": 0.25}
+
+
+def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
+    from memofs_eval.spec import expand_variants
+
+    spec = _spec(tmp_path, "raw")
+    own = {v.name: v.config for v in expand_variants(spec)}
+    got = pipeline_configs(spec, ("only:bm25", "-recency", "only:bm25,fuzzy", "-recency,-decay"))
+    assert got["only:bm25"] == own["only:bm25"] and got["-recency"] == own["-recency"]
+    # two toggles: the one-toggle rule applied to both
+    assert got["only:bm25,fuzzy"] == own["only:bm25"].replace(use_fuzzy=True)
+    assert got["-recency,-decay"] == own["-recency"].replace(use_decay=False)
+    for bad in ("only:nope", "-x,-decay", "foo"):
+        with pytest.raises(ValueError, match="unknown pipeline variant"):
+            pipeline_configs(spec, (bad,))
