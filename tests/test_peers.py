@@ -188,3 +188,29 @@ def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
     for bad in ("only:nope", "-x,-decay", "foo"):
         with pytest.raises(ValueError, match="unknown pipeline variant"):
             pipeline_configs(spec, (bad,))
+
+
+def test_learned_command_end_to_end_on_tiny(tmp_path, monkeypatch):
+    """``python -m memofs_eval.learned`` wiring (study, transfer, model files, report) with
+    both of its datasets replaced by tiny without an embedder."""
+    import json
+
+    from memofs.ranking.learned import load_model
+    from memofs_eval import learned
+    from memofs_eval import learned_study as S
+
+    spec = _spec(tmp_path, "raw", embedder="none")
+    data = EvalData(spec.datasets[0], load(spec.datasets[0]))
+    frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
+
+    def fake_load(name, *a, **kw):
+        return S.Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec, tmp_path)
+
+    monkeypatch.setattr(S.Bench, "load", staticmethod(fake_load))
+    assert learned.main(["--out", str(tmp_path / "rep"), "--models", str(tmp_path / "models")]) == 0
+    for f in ("report.md", "summary.json", "results.csv", "per-query-tiny.csv"):
+        assert (tmp_path / "rep" / f).is_file(), f
+    m = load_model(tmp_path / "models" / "learned-mixed-v2.json")
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert m.cv["locomo_leave_one_conversation_out"] == summary["cv"]["locomo_leave_one_conversation_out"]
+    assert set(summary["cv"]["transfer"]) == {"trained on LoCoMo", "trained on agent-memory tune", "trained on both", "reference pipeline"}
