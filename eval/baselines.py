@@ -10,6 +10,12 @@ ranx's fusion methods over exactly those two runs.
   weighted sum ``wsum:<dense weight>``; ``:tuned`` = ranx ``optimize_fusion`` fitted on
   each fold's training queries only (the tune split, or CV folds without a split).
 Every output is tie-broken by id before it reaches the metrics.
+
+A peer's name states its inputs: ``baseline:<method>@<query>``, ``query`` = ``raw`` (the
+query as asked) or ``rewritten`` (the pipeline's rewritten text, the frames'
+``query_text``); the candidates are always the two top-``k`` runs above over the query's
+scope corpus. ``memofs-eval run`` and the learned-fusion study both call
+:func:`baseline_runs`, so one name is one number in every report.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ from memofs_eval.runner import Ranked, rank_scores
 Scored = dict[str, dict[str, float]]
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "combmnz": "mnz", "wsum": "wsum"}
 TUNABLE = ("rrf", "wsum")
+QUERY_TEXTS = ("raw", "rewritten")
+
+
+def peer_label(method: str, query: str) -> str:
+    """``baseline:<method>@<query>``: the name says which query text the peer ran on."""
+    if query not in QUERY_TEXTS:
+        raise ValueError(f"peer query text {query!r}: expected one of {', '.join(QUERY_TEXTS)}")
+    return f"baseline:{method}@{query}"
 
 
 def bm25_scores(data: EvalData, query_texts: Mapping[str, str], k: int, k1: float, b: float) -> Scored:
@@ -82,8 +96,20 @@ def _ranked(scored: Mapping[str, Mapping[str, float]], qids: Sequence[str], k: i
     return {q: rank_scores(scored.get(q, {}), k) for q in qids}
 
 
+_EMPTY = "\x00empty"  # stands in for a run's empty result list; never a memory id
+
+
 def _runs(bm25: Scored, dense: Scored, qids: Sequence[str]) -> list[Run]:
-    return [Run({q: dict(bm25.get(q, {})) for q in qids}, name="bm25"), Run({q: dict(dense.get(q, {})) for q in qids}, name="dense")]
+    """Both runs as ranx ``Run``s. ranx cannot build a run without any document (no
+    embedder, an empty corpus): its queries then get a placeholder, dropped after fusion
+    (a run with some documents goes in unchanged)."""
+    def run(scored: Scored, name: str) -> Run:
+        docs = {q: dict(scored.get(q, {})) for q in qids}
+        if not any(docs.values()):
+            docs = {q: {_EMPTY: 0.0} for q in qids}
+        return Run(docs, name=name)
+
+    return [run(bm25, "bm25"), run(dense, "dense")]
 
 
 def fused(method: str, bm25: Scored, dense: Scored, qids: Sequence[str], k: int, params: dict | None = None) -> Ranked:
@@ -92,7 +118,7 @@ def fused(method: str, bm25: Scored, dense: Scored, qids: Sequence[str], k: int,
         return {}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         run = fuse(_runs(bm25, dense, qids), norm="min-max", method=RANX_METHOD[method], params=params)
-    scores = run.to_dict()
+    scores = {q: {d: v for d, v in docs.items() if d != _EMPTY} for q, docs in run.to_dict().items()}
     return _ranked(scores, qids, k)
 
 
@@ -105,9 +131,11 @@ def tuned_params(method: str, bm25: Scored, dense: Scored, judged: Mapping[str, 
     return {k: (tuple(float(x) for x in v) if isinstance(v, (tuple, list)) else (float(v) if isinstance(v, (np.floating, float)) else v)) for k, v in params.items()}
 
 
-def baseline_runs(data: EvalData, methods: Sequence[str], query_texts: Mapping[str, str], k: int, k1: float, b: float,
+def baseline_runs(data: EvalData, methods: Sequence[str], query: str, query_texts: Mapping[str, str], k: int, k1: float, b: float,
                   embedder: str, cache_root, folds: Sequence[tuple[list[str], list[str]]], metric: str) -> tuple[dict[str, Ranked], dict[str, object]]:
-    """Ranked runs per baseline name (``baseline:<method>``) and the tuned parameters per fold."""
+    """Ranked runs per peer name (:func:`peer_label` of ``method`` and ``query``, the kind
+    of text ``query_texts`` holds) and the tuned parameters per fold (``:tuned``: fitted on
+    each fold's training queries, scored on its test queries only)."""
     bm25 = bm25_scores(data, query_texts, k, k1, b)
     dense = dense_scores(data, query_texts, k, embedder, cache_root)
     qids = [q.id for q in data.queries]
@@ -115,7 +143,7 @@ def baseline_runs(data: EvalData, methods: Sequence[str], query_texts: Mapping[s
     params_used: dict[str, object] = {}
     for m in methods:
         name, _, param = m.partition(":")
-        label = f"baseline:{m}"
+        label = peer_label(m, query)
         if name == "bm25s":
             runs[label] = _ranked(bm25, qids, k)
         elif name == "dense":

@@ -3,7 +3,7 @@ baselines -> per-query metrics -> statistics. :mod:`memofs_eval.report` writes i
 
 Method names: pipeline variants by their spec name (``default``, ``-vector``,
 ``only:bm25``, ``w_vec=0.3``, ...), ``tuned`` for the cross-validated grid choice,
-``baseline:<method>`` for peer baselines.
+``baseline:<method>@<raw|rewritten>`` for peer baselines (:mod:`memofs_eval.baselines`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from memofs_eval.data import EvalData, load
 from memofs_eval.runner import Ranked, run_all
 from memofs_eval.signals_cache import SignalCache
 from memofs_eval.spec import Spec, Variant, tune_variants
-from memofs_eval.tune import TuneResult, evaluation_folds, select, tune
+from memofs_eval.folds import evaluation_folds
+from memofs_eval.tune import TuneResult, select, tune
 
 TUNED = "tuned"
 
@@ -149,7 +150,7 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         dcfg = spec.default_config()
         texts = {q.id: q.text for q in data.queries} if spec.baseline_query == "raw" else default_text
         metric = spec.tune.metric if spec.tune else spec.stats.metrics[0]
-        bruns, bparams = baseline_runs(data, spec.baselines, texts, spec.k, dcfg.k1, dcfg.b,
+        bruns, bparams = baseline_runs(data, spec.baselines, spec.baseline_query, texts, spec.k, dcfg.k1, dcfg.b,
                                        spec.embedder, cache.root, folds, metric)
         for name, ranked in bruns.items():
             runs[name] = ranked

@@ -29,10 +29,10 @@ ROWS = (
     ("-decay", "reference without kind decay"),
     ("-recency", "reference without recency"),
     ("tuned", "reference weights tuned (CV / tune split)"),
-    ("baseline:bm25s", "bm25s"),
-    ("baseline:rrf", "ranx RRF"),
-    ("baseline:combsum", "ranx CombSUM (min-max)"),
-    ("baseline:wsum:tuned", "ranx weighted sum, tuned"),
+    ("baseline:bm25s@raw", "bm25s (raw query)"),
+    ("baseline:rrf@raw", "ranx RRF (raw query)"),
+    ("baseline:combsum@raw", "ranx CombSUM (min-max, raw query)"),
+    ("baseline:wsum:tuned@raw", "ranx weighted sum, tuned (raw query)"),
 )
 
 

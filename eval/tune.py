@@ -1,8 +1,8 @@
 """Honest tuning: grid search scored by k-fold cross-validation over queries.
 
-Folds are fixed by the seed and *grouped*: every query of one scope (a conversation or
-project sharing one corpus) falls in the same fold, so a test fold never sees a corpus a
-training fold was fitted on. When the dataset fixes a tune/held-out split, selection uses
+Folds come from :mod:`memofs_eval.folds` (fixed by the seed and *grouped*: every query of
+one scope falls in the same fold, so a test fold never sees a corpus a training fold was
+fitted on). When the dataset fixes a tune/held-out split, selection uses
 the tune split only and the held-out numbers are the headline; otherwise the
 out-of-fold numbers are. In-sample numbers (best grid point scored on its own training
 queries) are reported and labelled as such, never as the headline.
@@ -16,49 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-
-def group_folds(qids: Sequence[str], groups: Mapping[str, str], n_folds: int, seed: int) -> list[tuple[list[str], list[str]]]:
-    """``(train, test)`` query lists; groups are shuffled by ``seed`` and dealt greedily to
-    the currently smallest fold, so sizes stay balanced and a group is never split.
-    With fewer groups than folds there is one fold per group."""
-    qids = list(qids)
-    names = sorted({groups[q] for q in qids})
-    if len(names) < 2:
-        raise ValueError("cross-validation needs at least two query groups (scopes)")
-    n = min(n_folds, len(names))
-    rng = np.random.default_rng(seed)
-    size = {g: sum(1 for q in qids if groups[q] == g) for g in names}
-    order = [names[i] for i in rng.permutation(len(names))]
-    order.sort(key=lambda g: -size[g])  # stable: big groups first, shuffled among equals
-    fold_of: dict[str, int] = {}
-    load = [0] * n
-    for g in order:
-        f = int(np.argmin(load))
-        fold_of[g] = f
-        load[f] += size[g]
-    out = []
-    for f in range(n):
-        test = [q for q in qids if fold_of[groups[q]] == f]
-        train = [q for q in qids if fold_of[groups[q]] != f]
-        out.append((train, test))
-    return out
-
-
-def split_folds(split: Mapping[str, str | None], qids: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-    """The dataset's fixed split as a single fold: train on ``tune``, test on ``heldout``."""
-    train = [q for q in qids if split[q] == "tune"]
-    test = [q for q in qids if split[q] == "heldout"]
-    if not train or not test:
-        raise ValueError(f"the fixed split needs tune and heldout queries: {len(train)} tune, {len(test)} heldout")
-    return [(train, test)]
-
-
-def evaluation_folds(data, n_folds: int, seed: int) -> tuple[list[tuple[list[str], list[str]]], str]:
-    """Folds for tuned methods in a run, and what their test queries are called."""
-    qids = [q.id for q in data.queries]
-    if data.has_split:
-        return split_folds(data.split, qids), "heldout"
-    return group_folds(qids, data.group, n_folds, seed), "all"
+from memofs_eval.folds import group_folds, split_folds
 
 
 @dataclass

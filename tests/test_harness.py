@@ -23,7 +23,8 @@ from memofs.ranking.fusion import fuse
 from memofs_eval.runner import fused_run, run_all
 from memofs_eval.signals_cache import SignalCache
 from memofs_eval.spec import TOGGLES, SpecError, load_spec
-from memofs_eval.tune import group_folds, select
+from memofs_eval.folds import group_folds
+from memofs_eval.tune import select
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "eval" / "specs" / "quick.toml"

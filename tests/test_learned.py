@@ -320,7 +320,8 @@ def test_formula_path_unchanged():
 
 
 def test_cv_folds_are_grouped():
-    from memofs_eval.learned import Bench, check_grouped, folds
+    from memofs_eval.folds import check_grouped
+    from memofs_eval.learned_study import Bench, folds
 
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(30)]
@@ -330,7 +331,7 @@ def test_cv_folds_are_grouped():
     for by_split in (False, True):
         fs = folds(bench, by_split)
         assert len(fs) == 4
-        check_grouped(bench, fs)
+        check_grouped(group, fs)
         for g, tr, te in fs:
             assert {group[q] for q in te} == {g} and g not in {group[q] for q in tr}
             if by_split:
@@ -340,12 +341,12 @@ def test_cv_folds_are_grouped():
         assert len(tested) == len(set(tested))
     bad = [("g0", ["q0", "q1"], ["q4"])]  # q0 and q4 are both in g0
     with pytest.raises(AssertionError, match="groups in train and test"):
-        check_grouped(bench, bad)
+        check_grouped(group, bad)
 
 
 def test_pairwise_training_recovers_a_planted_ranker():
     """Relevance planted as 'highest cosine_norm wins': the model must rank by it."""
-    from memofs_eval.learned import Block, train
+    from memofs_eval.learned_study import Block, train
 
     rng = np.random.default_rng(5)
     blocks = []
@@ -364,9 +365,8 @@ def test_tiny_end_to_end(tmp_path):
     """Lexical-only frames of datasets/tiny: train on tune, recall heldout online."""
     from memofs.ranking.recall import Recaller
     from memofs_datasets.format import load_dataset
-    from memofs_eval.learned import Bench, blocks, frames_for, train
+    from memofs_eval.learned_study import Bench, blocks, dataset_ref, frames_for, train
     from memofs_eval.data import EvalData
-    from memofs_eval.learned import dataset_ref
 
     ds = load_dataset(REPO / "datasets" / "tiny")
     data = EvalData(dataset_ref("tiny"), ds)
