@@ -160,3 +160,29 @@ def test_spec_and_cli_name_the_executor(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli_main(["run", str(ok), "--executor", "spark"])
     assert "invalid choice: 'spark'" in capsys.readouterr().err
+
+
+def test_scaling_model_arithmetic():
+    """Hand-computed: 51,200 texts = 100 batches of 512 at 10 ms a text (5.12 s a batch);
+    8 workers take ceil(100 / 8) = 13 rounds of 5.12 + 0.01 s = 66.69 s; 10 scopes of 5,120
+    memories at 100 us a cell = 0.512 s each, 2 rounds = 1.044 s; one worker: 100 x 5.12 +
+    10 x 0.512 = 517.12 s = 0.14 h."""
+    from memofs_eval.bench.executor import Corpus, scaling_model
+
+    md = scaling_model(0.01, 1e-4, 0.01, Corpus("x", 51_200, 10, "test"), 8)
+    assert "| embedding tasks (batches of CHUNK texts) | 100 |" in md
+    assert "| embedding wall on 8 workers (s) | 67 |" in md
+    assert "| seconds per scope task | 0.51 |" in md
+    assert "| scope wall on 8 workers (s) | 1 |" in md
+    assert "| extraction wall on 8 workers (h) | 0.02 |" in md  # (66.69 + 1.044) / 3600
+    assert "| extraction on one worker (h) | 0.1 |" in md
+
+
+def test_executor_bench_smoke():
+    """The --quick bench: a row per executor, the model block, headline rows against local."""
+    from memofs_eval.bench.executor import MODEL_END, MODEL_START, quick_config, run
+
+    sec = run(quick_config(), quick=True)
+    assert "| local |" in sec.markdown and "| LocalCluster, 1 worker |" in sec.markdown
+    assert MODEL_START in sec.markdown and MODEL_END in sec.markdown
+    assert [h[2].endswith("(local)") for h in sec.headline] == [True, True]

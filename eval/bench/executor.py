@@ -3,9 +3,10 @@
     python -m memofs_eval.bench.executor [--quick] [--readme]
 
 For each executor (local; LocalCluster with 1 and 2 single-threaded worker processes):
-* extraction: one signal group of a bundled dataset through the harness's own
-  ``compute_frames`` into a fresh cache (embedding batches + scope tasks), texts/s = the
-  plan's distinct texts (memories + rewritten queries) / seconds;
+* extraction: one signal group of a bundled dataset into a fresh cache (embedding batches
+  + scope tasks: the harness's ``compute_frames`` on Dask; locally the same task functions
+  timed one by one, which also gives the per-task costs), texts/s = the plan's distinct
+  texts (memories + rewritten queries) / seconds;
 * recombination: seeded random fusion configs (:func:`memofs_eval.bench.harness.random_configs`)
   through ``run_all`` on that executor, configs/s.
 
@@ -39,7 +40,7 @@ MODEL_START, MODEL_END = "<!-- executor-model:start -->", "<!-- executor-model:e
 class ExecutorBenchConfig:
     dataset: Path = REPO / "datasets" / "agent-memory"
     embedder: str = "minilm"
-    configs: int = 48
+    configs: int = 24
     workers: tuple[int, ...] = (1, 2)
     noop_tasks: int = 200
     cluster_workers: int = 64
@@ -76,9 +77,10 @@ def _recombine(frames_path: Path, frames, configs, executor) -> float:
     return dt
 
 
-def _task_costs(data, embedder: str, root: Path) -> tuple[float, float, int]:
-    """Local seconds per embedded text, per (query x corpus memory) of a scope task, and
-    the mean scope size, each task timed alone (fresh cache)."""
+def _task_costs(data, embedder: str, root: Path) -> tuple[float, float, int, int, float]:
+    """The local executor's extraction into a fresh cache, each task timed alone: seconds
+    per embedded text, per (query x corpus memory) of a scope task, the mean scope size,
+    the texts embedded and the total seconds (the local row)."""
     from memofs_eval.signals_cache import cached_embedder, embed_batch, extraction_plan, scope_frames
 
     plan = extraction_plan(data, RecallConfig(), embedder)
@@ -89,14 +91,16 @@ def _task_costs(data, embedder: str, root: Path) -> tuple[float, float, int]:
     for b in plan.batches:
         embed_batch(data, embedder, root, b)
     per_text = (time.perf_counter() - t) / max(1, plan.n_texts)
-    per_cell, sizes = [], []
+    embed_s = time.perf_counter() - t
+    per_cell, sizes, scope_s = [], [], 0.0
     for scope in plan.scopes:
         q = next(x for x in data.queries if x.id == scope[1][0])
         size = len(data.dataset.corpus_for(q))
         _, dt = timed(lambda s=scope: scope_frames(data, RecallConfig(), embedder, root, s))
         per_cell.append(dt / (len(scope[1]) * size))
         sizes.append(size)
-    return per_text, statistics.median(per_cell), round(statistics.mean(sizes))
+        scope_s += dt
+    return per_text, statistics.median(per_cell), round(statistics.mean(sizes)), plan.n_texts, embed_s + scope_s
 
 
 def _noop(x: int) -> int:
@@ -141,7 +145,7 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
     rows, headline, rates = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-executor-") as tmp:
         tmp = Path(tmp)
-        per_text, per_cell, mean_scope = _task_costs(data, cfg.embedder, tmp / "costs")
+        per_text, per_cell, mean_scope, n_local, local_s = _task_costs(data, cfg.embedder, tmp / "costs")
         frames, name = compute_frames(data, RecallConfig(), cfg.embedder, tmp / "costs")
         frames_path = tmp / "frames.npz"
         save_frames(frames_path, frames, name)
@@ -161,7 +165,10 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
                     if w == max(cfg.workers):
                         _, dt = timed(lambda: ex.map(_noop, range(cfg.noop_tasks)))
                         overhead = dt * w / cfg.noop_tasks
-                n, ext_s = _extract(data, cfg.embedder, ex, tmp / f"cold-{label}")
+                if w is None:  # the timed tasks above were the local executor's extraction
+                    n, ext_s = n_local, local_s
+                else:
+                    n, ext_s = _extract(data, cfg.embedder, ex, tmp / f"cold-{label}")
                 _recombine(frames_path, frames, configs[:4], ex)  # warm-up
                 rec_s = _recombine(frames_path, frames, configs, ex)
             finally:
