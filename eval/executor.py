@@ -15,7 +15,8 @@ scattered copy: when a worker dies the scheduler recomputes what it held and rer
 task elsewhere. Workers read and write the content-addressed caches under the path the run
 names, so that path must be one filesystem for all of them (a shared mount off one machine).
 Dask is an optional extra (``pip install 'memofs[distributed]'``), imported only here and
-only by :class:`DaskExecutor`.
+only by :class:`DaskExecutor`. This module imports no other harness module: callers hand it
+their functions.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm.auto import tqdm
@@ -32,18 +32,18 @@ EXECUTORS: tuple[str, ...] = ("local", "dask")
 
 
 class Executor(Protocol):
-    """Maps a task function over items; ``dataset``/``value``/``frames`` make a shared input
-    (the object itself locally, a recomputable future under Dask)."""
+    """Maps a task function over items. ``shared(obj, fn, *args)`` and ``value(obj)`` make
+    an input every task reads: ``obj`` itself locally; under Dask a recomputable future of
+    ``fn(*args)`` run on a worker (a dataset from its path, frames from the cache), or of
+    ``obj`` embedded in the graph."""
 
     name: str
 
     def n_workers(self) -> int: ...
 
-    def dataset(self, data: Any) -> Any: ...
+    def shared(self, obj: Any, fn: Callable[..., Any], *args: Any, keep: bool = True) -> Any: ...
 
     def value(self, obj: Any) -> Any: ...
-
-    def frames(self, path: Path) -> Any: ...
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, desc: str = "", progress: bool = False,
             weight: Callable[[Any], int] | None = None) -> list[Any]: ...
@@ -62,16 +62,11 @@ class LocalExecutor:
     def n_workers(self) -> int:
         return 1
 
-    def dataset(self, data: Any) -> Any:
-        return data
+    def shared(self, obj: Any, fn: Callable[..., Any], *args: Any, keep: bool = True) -> Any:
+        return obj
 
     def value(self, obj: Any) -> Any:
         return obj
-
-    def frames(self, path: Path) -> Any:
-        from memofs_eval.signals_cache import load_frames
-
-        return load_frames(path)[0]
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, desc: str = "", progress: bool = False,
             weight: Callable[[Any], int] | None = None) -> list[Any]:
@@ -85,23 +80,6 @@ class LocalExecutor:
 
 
 LOCAL = LocalExecutor()
-
-
-def _load_data(ref: Any, content_hash: str) -> Any:
-    """Worker side: the dataset from its path, checked against the client's content hash."""
-    from memofs_eval.data import EvalData, load
-
-    data = EvalData(ref, load(ref))
-    if data.content_hash != content_hash:
-        raise ValueError(f"dataset {ref.name!r}: {ref.path} holds different data on this worker "
-                         f"(content hash {data.content_hash}, the client has {content_hash})")
-    return data
-
-
-def _frames(path: str) -> Any:
-    from memofs_eval.signals_cache import load_frames
-
-    return load_frames(Path(path))[0]
 
 
 def _identity(obj: Any) -> Any:
@@ -136,7 +114,7 @@ class DaskExecutor:
                 self.close()
                 raise RuntimeError(f"executor 'dask': cannot reach the scheduler at {scheduler}: {exc}") from None
             self._own_client = True
-        self._datasets: dict[str, Any] = {}
+        self._shared: dict[tuple, Any] = {}
 
     @property
     def address(self) -> str:
@@ -148,20 +126,21 @@ class DaskExecutor:
     def _key(self, stem: str) -> str:
         return f"{stem}-{uuid.uuid4().hex[:12]}"
 
-    def dataset(self, data: Any) -> Any:
-        """A future of the dataset, loaded by a worker from its path (once per dataset)."""
-        h = data.content_hash
-        if h not in self._datasets:
-            self._datasets[h] = self.client.submit(_load_data, data.ref, h, key=self._key(f"dataset-{data.name}"))
-        return self._datasets[h]
+    def shared(self, obj: Any, fn: Callable[..., Any], *args: Any, keep: bool = True) -> Any:
+        """A future of ``fn(*args)`` computed by a worker; a lost result is recomputed.
+        ``keep``: once per (fn, args) for the executor's lifetime (a dataset), else freed
+        with the caller's last reference (a signal group's frames). ``obj`` is the local value."""
+        key = (fn.__module__, fn.__qualname__, repr(args))
+        if keep and key in self._shared:
+            return self._shared[key]
+        fut = self.client.submit(fn, *args, key=self._key(fn.__name__.strip("_")))
+        if keep:
+            self._shared[key] = fut
+        return fut
 
     def value(self, obj: Any) -> Any:
         """A future of ``obj``, embedded in the task graph so a lost copy is recomputed."""
         return self.client.submit(_identity, obj, key=self._key("value"))
-
-    def frames(self, path: Path) -> Any:
-        """A future of a signal group's frames, read by a worker from the shared cache."""
-        return self.client.submit(_frames, str(path), key=self._key("frames"))
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], *args: Any, desc: str = "", progress: bool = False,
             weight: Callable[[Any], int] | None = None) -> list[Any]:
@@ -187,9 +166,9 @@ class DaskExecutor:
         return out
 
     def close(self) -> None:
-        for fut in self._datasets.values():
+        for fut in getattr(self, "_shared", {}).values():
             fut.release()
-        self._datasets.clear()
+        self._shared = {}
         if getattr(self, "client", None) is not None and self._own_client:
             self.client.close()
         if self._cluster is not None:

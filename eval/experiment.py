@@ -23,9 +23,9 @@ from memofs_eval import measures as MS
 from memofs_eval import stats as S
 from memofs_eval.baselines import baseline_runs
 from memofs_eval.data import EvalData, load
-from memofs_eval.executor import Executor, closing_executor, open_executor
+from memofs_eval.executor import LOCAL, Executor, closing_executor, open_executor
 from memofs_eval.runner import Ranked, run_all
-from memofs_eval.signals_cache import SignalCache
+from memofs_eval.signals_cache import SignalCache, frames_only
 from memofs_eval.spec import Spec, Variant, tune_variants
 from memofs_eval.tune import TuneResult, evaluation_folds, select, tune
 
@@ -113,9 +113,11 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         for v in members:
             first.setdefault(v.config.config_hash(), v.name)
         jobs = [(v.name, gkey, v.config) for v in members if first[v.config.config_hash()] == v.name]
-        ranked, metrics = run_all(jobs, {gkey: fs.frames}, workers=spec.workers, progress=progress,
-                                  desc=f"fuse+metrics {data.name}", post=evaluate,
-                                  executor=cache.executor, sources={gkey: cache.path(fs.key)})
+        ex = cache.executor or LOCAL  # under Dask the workers read the frames from the cache
+        handles = {gkey: ex.shared(fs.frames, frames_only, str(cache.path(fs.key)), keep=False)}
+        ranked, metrics = run_all(jobs, handles, workers=spec.workers, progress=progress,
+                                  desc=f"fuse+metrics {data.name}", post=evaluate, executor=ex)
+        del handles
         for v in members:
             src = first[v.config.config_hash()]
             runs[v.name], per_query[v.name] = ranked[src], metrics[src]

@@ -15,8 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -24,8 +23,7 @@ from memofs.ranking.config import RecallConfig
 from memofs.ranking.fusion import fuse
 from memofs.signals.frame import SignalFrame
 
-if TYPE_CHECKING:
-    from memofs_eval.executor import Executor
+from memofs_eval.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +68,17 @@ def _work(job: int) -> tuple[int, Ranked, Any]:
     return job, ranked, extra
 
 
-def _run_on(executor: Executor, jobs: Sequence[tuple[str, tuple, RecallConfig]], sources: Mapping[tuple, Path],
+def _run_on(executor: Executor, jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tuple, Any],
             post: Callable[[Ranked], Any] | None, progress: bool, desc: str) -> dict[int, tuple[Ranked, Any]]:
-    """Recombination sharded by config on ``executor``: each group's frames are read by the
-    workers from the signal cache (``sources``), jobs cut into parts of a few configs."""
+    """Recombination sharded by config on ``executor``: ``frames`` are the executor's
+    handles of each group's frames; jobs are cut into a few parts of configs per worker."""
     post_f = executor.value(post)
     results: dict[int, tuple[Ranked, Any]] = {}
     for group in dict.fromkeys(g for _, g, _ in jobs):
         idx = [i for i, (_, g, _) in enumerate(jobs) if g == group]
         size = max(1, len(idx) // (4 * max(1, executor.n_workers())))  # a few parts per worker: balance
         parts = [idx[a:a + size] for a in range(0, len(idx), size)]
-        out = executor.map(fuse_configs, [tuple(jobs[i][2] for i in part) for part in parts], executor.frames(sources[group]),
+        out = executor.map(fuse_configs, [tuple(jobs[i][2] for i in part) for part in parts], frames[group],
                            post_f, desc=desc, progress=progress, weight=len)
         for part, res in zip(parts, out, strict=True):
             results.update(zip(part, res, strict=True))
@@ -89,17 +87,15 @@ def _run_on(executor: Executor, jobs: Sequence[tuple[str, tuple, RecallConfig]],
 
 def run_all(jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tuple, dict[str, SignalFrame]],
             workers: int = 2, progress: bool = False, desc: str = "configs",
-            post: Callable[[Ranked], Any] | None = None, executor: Executor | None = None,
-            sources: Mapping[tuple, Path] | None = None) -> tuple[dict[str, Ranked], dict[str, Any]]:
+            post: Callable[[Ranked], Any] | None = None,
+            executor: Executor | None = None) -> tuple[dict[str, Ranked], dict[str, Any]]:
     """Ranked runs for ``jobs`` = (name, frame group, config), depth = ``config.top_k``, and
     ``post(ranked)`` per job computed in the same worker (e.g. its metrics). Results are
     identical for any worker count and executor: each job is computed whole by one process.
-    A non-local ``executor`` (Dask) runs the jobs on its workers, which read each group's
-    frames from ``sources`` (the signal cache's files); else a local fork pool."""
+    A non-local ``executor`` (Dask) runs the jobs on its workers; ``frames`` then holds its
+    handles (``executor.shared``: read from the signal cache). Else a local fork pool."""
     if executor is not None and executor.name != "local":
-        if sources is None:
-            raise ValueError(f"executor {executor.name!r} needs the frames' cache files (sources)")
-        res = _run_on(executor, jobs, sources, post, progress, desc)
+        res = _run_on(executor, jobs, frames, post, progress, desc)
         return ({jobs[i][0]: res[i][0] for i in range(len(jobs))}, {jobs[i][0]: res[i][1] for i in range(len(jobs))})
     global _FRAMES, _JOBS, _POST
     _FRAMES, _JOBS, _POST = dict(frames), list(jobs), post

@@ -19,21 +19,19 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memofs.ranking.config import SIGNAL_FIELDS, RecallConfig
 from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.recall import Recaller
+from memofs.signals.embedding_cache import CHUNK
 from memofs.signals.frame import ContextColumns, SignalFrame
 
-from memofs_eval.data import EvalData
-from memofs.signals.embedding_cache import CHUNK
+from memofs_eval.data import EvalData, load
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
-
-if TYPE_CHECKING:
-    from memofs_eval.executor import Executor
+from memofs_eval.executor import LOCAL, Executor
+from memofs_eval.spec import DatasetRef
 
 FORMAT = 2
 COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
@@ -176,16 +174,29 @@ def scope_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root: P
     return frames, (emb.name if emb is not None else "none")
 
 
+def load_checked(ref: DatasetRef, content_hash: str) -> EvalData:
+    """A worker's copy of the dataset, loaded from its path and checked against the
+    client's content hash (workers on other machines need the path on a shared mount)."""
+    data = EvalData(ref, load(ref))
+    if data.content_hash != content_hash:
+        raise ValueError(f"dataset {ref.name!r}: {ref.path} holds different data on this worker "
+                         f"(content hash {data.content_hash}, the client has {content_hash})")
+    return data
+
+
+def frames_only(path: str) -> dict[str, SignalFrame]:
+    """A worker's copy of a signal group's frames, read from the shared cache."""
+    return load_frames(Path(path))[0]
+
+
 def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root: Path, progress: bool = False,
                    executor: Executor | None = None) -> tuple[dict[str, SignalFrame], str]:
     """Extract frames with the pipeline itself: the plan's embedding batches, then one task
     per scope. ``executor`` fans the tasks out (Dask); by default they run here, in order.
     Either way the frames come back in the plan's order and are the same bytes."""
-    from memofs_eval.executor import LOCAL
-
     ex = executor or LOCAL
     plan = extraction_plan(data, cfg, embedder)
-    shared = ex.dataset(data)
+    shared = ex.shared(data, load_checked, data.ref, data.content_hash)
     ex.map(embed_batch, plan.batches, shared, embedder, cache_root,
            desc=f"embed {data.name} [{embedder}]", progress=progress, weight=len)
     parts = ex.map(scope_frames, plan.scopes, shared, cfg, embedder, cache_root,

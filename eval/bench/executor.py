@@ -72,8 +72,11 @@ def _extract(data, embedder: str, executor, root: Path) -> tuple[int, float]:
 def _recombine(frames_path: Path, frames, configs, executor) -> float:
     from memofs_eval.runner import run_all
 
+    from memofs_eval.signals_cache import frames_only
+
     jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
-    _, dt = timed(lambda: run_all(jobs, {("g",): frames}, workers=1, executor=executor, sources={("g",): frames_path}))
+    handles = {("g",): executor.shared(frames, frames_only, str(frames_path))}
+    _, dt = timed(lambda: run_all(jobs, handles, workers=1, executor=executor))
     return dt
 
 
@@ -137,7 +140,7 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
     from memofs_eval.bench.harness import random_configs
     from memofs_eval.data import EvalData
     from memofs_eval.executor import LOCAL, DaskExecutor
-    from memofs_eval.signals_cache import compute_frames, embed_batch, load_frames, save_frames
+    from memofs_eval.signals_cache import compute_frames, embed_batch, load_checked, load_frames, save_frames
     from memofs_eval.spec import DatasetRef
 
     data = EvalData(DatasetRef(cfg.dataset.name, cfg.dataset), load_dataset(cfg.dataset))
@@ -161,7 +164,8 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
             try:
                 if w is not None:  # warm the workers (imports, the embedder) before timing
                     ex.map(_noop, range(4 * w))
-                    ex.map(embed_batch, [(f"warm-up {i}",) for i in range(2 * w)], ex.dataset(data), cfg.embedder, tmp / "warm")
+                    ex.map(embed_batch, [(f"warm-up {i}",) for i in range(2 * w)], ex.shared(data, load_checked, data.ref, data.content_hash),
+                           cfg.embedder, tmp / "warm")
                     if w == max(cfg.workers):
                         _, dt = timed(lambda: ex.map(_noop, range(cfg.noop_tasks)))
                         overhead = dt * w / cfg.noop_tasks
