@@ -1,6 +1,7 @@
 """``memofs-eval``: run specs, tune, write the committed baseline, and gate CI.
 
     memofs-eval run SPEC [--dataset PATH ...] [--quiet] [--out DIR] [--no-gate]
+                    [--executor local|dask] [--scheduler tcp://host:8786] [--cache DIR]
     memofs-eval tune SPEC [--dataset PATH ...] [--quiet]
     memofs-eval tune --learned
     memofs-eval baseline SPEC [--quiet]      # writes reports/baseline.json
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import memofs_eval._env  # noqa: F401  (environment before anything imports ranx)
 from memofs_eval._env import REPO
+from memofs_eval.executor import EXECUTORS
 from memofs_eval.spec import DatasetRef, Spec, load_spec
 
 BASELINE = REPO / "reports" / "baseline.json"
@@ -90,11 +92,17 @@ def check_gate(exp, baseline_path: Path) -> dict | None:
     return {"ok": ok, "baseline": shown, "lines": lines}
 
 
+def _with_executor(spec: Spec, args) -> Spec:
+    """The spec with the command line's executor; ``--scheduler`` alone implies dask."""
+    kind = args.executor or ("dask" if args.scheduler else spec.executor)
+    return dataclasses.replace(spec, executor=kind, scheduler=args.scheduler or spec.scheduler)
+
+
 def _experiment(args):
     from memofs_eval.experiment import run_experiment
 
-    spec = _with_datasets(load_spec(args.spec), args.dataset or [], args.loader)
-    return run_experiment(spec, progress=not args.quiet)
+    spec = _with_executor(_with_datasets(load_spec(args.spec), args.dataset or [], args.loader), args)
+    return run_experiment(spec, progress=not args.quiet, cache_root=Path(args.cache) if args.cache else None)
 
 
 def cmd_run(args) -> int:
@@ -141,9 +149,9 @@ def cmd_baseline(args) -> int:
     """Only the default pipeline is needed: ablations, baselines and tuning are dropped."""
     from memofs_eval.experiment import run_experiment
 
-    spec = _with_datasets(load_spec(args.spec), args.dataset or [], args.loader)
+    spec = _with_executor(_with_datasets(load_spec(args.spec), args.dataset or [], args.loader), args)
     spec = dataclasses.replace(spec, toggles=(), sweeps={}, grids=(), embedders=(), baselines=(), tune=None)
-    exp = run_experiment(spec, progress=not args.quiet)
+    exp = run_experiment(spec, progress=not args.quiet, cache_root=Path(args.cache) if args.cache else None)
     data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": headline_of(exp),
             "written_by": "memofs-eval baseline " + str(args.spec)}
     path = Path(args.baseline)
@@ -183,6 +191,9 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", help="reports folder (default: <repo>/reports)")
         s.add_argument("--baseline", default=str(BASELINE), help="baseline JSON for the gate")
         s.add_argument("--no-gate", action="store_true", help="skip the baseline comparison")
+        s.add_argument("--executor", choices=EXECUTORS, help="where extraction and recombination run (default: the spec's, else local)")
+        s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); without it, --executor dask starts a LocalCluster")
+        s.add_argument("--cache", help="embedding and signal cache folder, shared by every worker (default: $MEMOFS_EVAL_CACHE or <repo>/.cache)")
         s.set_defaults(fn=fn)
     return p
 

@@ -23,8 +23,9 @@ from memofs_eval import measures as MS
 from memofs_eval import stats as S
 from memofs_eval.baselines import baseline_runs
 from memofs_eval.data import EvalData, load
+from memofs_eval.executor import LOCAL, Executor, closing_executor, open_executor
 from memofs_eval.runner import Ranked, run_all
-from memofs_eval.signals_cache import SignalCache
+from memofs_eval.signals_cache import SignalCache, frames_only
 from memofs_eval.spec import Spec, Variant, tune_variants
 from memofs_eval.folds import evaluation_folds
 from memofs_eval.tune import TuneResult, select, tune
@@ -113,8 +114,11 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         for v in members:
             first.setdefault(v.config.config_hash(), v.name)
         jobs = [(v.name, gkey, v.config) for v in members if first[v.config.config_hash()] == v.name]
-        ranked, metrics = run_all(jobs, {gkey: fs.frames}, workers=spec.workers, progress=progress,
-                                  desc=f"fuse+metrics {data.name}", post=evaluate)
+        ex = cache.executor or LOCAL  # under Dask the workers read the frames from the cache
+        handles = {gkey: ex.shared(fs.frames, frames_only, str(cache.path(fs.key)), keep=False)}
+        ranked, metrics = run_all(jobs, handles, workers=spec.workers, progress=progress,
+                                  desc=f"fuse+metrics {data.name}", post=evaluate, executor=ex)
+        del handles
         for v in members:
             src = first[v.config.config_hash()]
             runs[v.name], per_query[v.name] = ranked[src], metrics[src]
@@ -209,8 +213,15 @@ def method_infos(spec: Spec, variants: list[Variant], results: list[DatasetResul
     return out
 
 
-def run_experiment(spec: Spec, *, progress: bool = True, cache_root: Path | None = None) -> Experiment:
+def run_experiment(spec: Spec, *, progress: bool = True, cache_root: Path | None = None,
+                   executor: Executor | None = None) -> Experiment:
+    """``executor``: where extraction and recombination run; by default the spec's
+    (``executor``, ``scheduler``, ``workers``), opened and closed here."""
     from memofs_eval._env import cache_root as default_root
+
+    if executor is None:
+        with closing_executor(open_executor(spec.executor, spec.scheduler, spec.workers)) as ex:
+            return run_experiment(spec, progress=progress, cache_root=cache_root, executor=ex)
 
     total = _timer()
     timings: dict[str, float] = {}
@@ -219,7 +230,7 @@ def run_experiment(spec: Spec, *, progress: bool = True, cache_root: Path | None
     timings["load_s"] = t()
     variants = spec.variants()
     tune_cands = tune_variants(spec)
-    cache = SignalCache(cache_root or default_root(), progress=progress)
+    cache = SignalCache(cache_root or default_root(), progress=progress, executor=executor)
     results = [run_dataset(spec, d, variants, tune_cands, cache, progress) for d in datasets]
     t = _timer()
     sig, cis, wins = _significance(spec, results, progress)

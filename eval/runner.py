@@ -3,8 +3,8 @@
 A ranked run is ``{query_id: [doc ids, best first]}``. ``fuse`` already orders by score
 then id, so the order *is* the tie-broken order; ranx gets strictly decreasing scores
 derived from the rank (``depth + 1 - rank``), so ranx's order equals ours exactly.
-Configs fan out over a fork-based process pool: workers inherit the frames instead of
-receiving pickled copies.
+Configs fan out over a fork-based process pool (workers inherit the frames instead of
+receiving pickled copies), or over a Dask cluster (:mod:`memofs_eval.executor`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from memofs.ranking.config import RecallConfig
 from memofs.ranking.fusion import fuse
 from memofs.signals.frame import SignalFrame
 
+from memofs_eval.executor import Executor
+
 log = logging.getLogger(__name__)
 
 Ranked = dict[str, list[str]]
@@ -40,18 +42,52 @@ def fused_run(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> R
     return out
 
 
+def fuse_configs(frames: Mapping[str, SignalFrame], post: Callable[[Ranked], Any] | None,
+                 configs: Sequence[RecallConfig]) -> list[tuple[Ranked, Any]]:
+    """One recombination task: each config's ranked run (depth ``config.top_k``) and
+    ``post(ranked)``. Both executors run every config through this function."""
+    out = []
+    for cfg in configs:
+        ranked = fused_run(frames, cfg, cfg.top_k)
+        out.append((ranked, post(ranked) if post is not None else None))
+    return out
+
+
 def _work(job: int) -> tuple[int, Ranked, Any]:
     name, group, cfg = _JOBS[job]
-    ranked = fused_run(_FRAMES[group], cfg, cfg.top_k)
-    return job, ranked, (_POST(ranked) if _POST is not None else None)
+    ((ranked, extra),) = fuse_configs(_FRAMES[group], _POST, [cfg])
+    return job, ranked, extra
+
+
+def _run_on(executor: Executor, jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tuple, Any],
+            post: Callable[[Ranked], Any] | None, progress: bool, desc: str) -> dict[int, tuple[Ranked, Any]]:
+    """Recombination sharded by config on ``executor``: ``frames`` are the executor's
+    handles of each group's frames; jobs are cut into a few parts of configs per worker."""
+    post_f = executor.value(post)
+    results: dict[int, tuple[Ranked, Any]] = {}
+    for group in dict.fromkeys(g for _, g, _ in jobs):
+        idx = [i for i, (_, g, _) in enumerate(jobs) if g == group]
+        size = max(1, len(idx) // (4 * max(1, executor.n_workers())))  # a few parts per worker: balance
+        parts = [idx[a:a + size] for a in range(0, len(idx), size)]
+        out = executor.map(fuse_configs, [tuple(jobs[i][2] for i in part) for part in parts], frames[group],
+                           post_f, desc=desc, progress=progress, weight=len)
+        for part, res in zip(parts, out, strict=True):
+            results.update(zip(part, res, strict=True))
+    return results
 
 
 def run_all(jobs: Sequence[tuple[str, tuple, RecallConfig]], frames: Mapping[tuple, dict[str, SignalFrame]],
             workers: int = 2, progress: bool = False, desc: str = "configs",
-            post: Callable[[Ranked], Any] | None = None) -> tuple[dict[str, Ranked], dict[str, Any]]:
+            post: Callable[[Ranked], Any] | None = None,
+            executor: Executor | None = None) -> tuple[dict[str, Ranked], dict[str, Any]]:
     """Ranked runs for ``jobs`` = (name, frame group, config), depth = ``config.top_k``, and
     ``post(ranked)`` per job computed in the same worker (e.g. its metrics). Results are
-    identical for any worker count: each job is computed whole by one process."""
+    identical for any worker count and executor: each job is computed whole by one process.
+    A non-local ``executor`` (Dask) runs the jobs on its workers; ``frames`` then holds its
+    handles (``executor.shared``: read from the signal cache). Else a local fork pool."""
+    if executor is not None and executor.name != "local":
+        res = _run_on(executor, jobs, frames, post, progress, desc)
+        return ({jobs[i][0]: res[i][0] for i in range(len(jobs))}, {jobs[i][0]: res[i][1] for i in range(len(jobs))})
     global _FRAMES, _JOBS, _POST
     _FRAMES, _JOBS, _POST = dict(frames), list(jobs), post
     results: dict[int, tuple[Ranked, Any]] = {}

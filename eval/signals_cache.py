@@ -16,19 +16,22 @@ import json
 import os
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from memofs.ranking.config import SIGNAL_FIELDS, RecallConfig
 from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.recall import Recaller
+from memofs.signals.embedding_cache import CHUNK
 from memofs.signals.frame import ContextColumns, SignalFrame
 
-from memofs_eval.data import EvalData
+from memofs_eval.data import EvalData, load
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
+from memofs_eval.executor import LOCAL, Executor
+from memofs_eval.spec import DatasetRef
 
 FORMAT = 2
 COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
@@ -86,31 +89,124 @@ def _anchor_root(data: EvalData, scope: str | None) -> Path | None:
     return data.dataset.anchor_root(ns[0]) if len(ns) == 1 else None
 
 
-def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root: Path, progress: bool = False) -> tuple[dict[str, SignalFrame], str]:
-    """Extract frames with the pipeline itself: one Recaller per scope, precomputed vectors."""
-    ds = data.dataset
+@dataclass(frozen=True)
+class ExtractionPlan:
+    """What one signal group's extraction does, fixed before any task runs: the scopes in
+    order (each a Recaller over one corpus, with its query ids) and the embedding batches
+    (every distinct corpus and rewritten query text, sorted, cut in ``CHUNK``). The batches
+    do not depend on the executor, so every text is encoded in the same batch either way."""
+
+    scopes: tuple[tuple[str | None, tuple[str, ...]], ...]
+    batches: tuple[tuple[str, ...], ...]
+
+    @property
+    def n_texts(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+def _recaller(data: EvalData, scfg: RecallConfig, scope: str | None, emb: CachedEmbedder | None) -> Recaller:
+    return Recaller(scfg, embedder=emb, graph=EntityGraph(*data.dataset.graph_for(scope)), anchor_root=_anchor_root(data, scope))
+
+
+def extraction_plan(data: EvalData, cfg: RecallConfig, embedder: str) -> ExtractionPlan:
+    """Scopes (unscoped first, then by name) and embedding batches of one signal group."""
     scfg = signal_config(cfg)
-    inner = make_embedder(embedder, [m.text for m in ds.memories])
-    emb = CachedEmbedder(inner, embedding_cache(cache_root)) if inner is not None else None
-    by_scope: dict[str | None, list] = defaultdict(list)
+    by_scope: dict[str | None, list[str]] = defaultdict(list)
+    first: dict[str | None, object] = {}
     for q in data.queries:
-        by_scope[q.scope].append(q)
-    frames: dict[str, SignalFrame] = {}
-    bar = tqdm(total=len(data.queries), desc=f"signals {data.name} [{embedder}]", disable=not progress, leave=False)
+        by_scope[q.scope].append(q.id)
+        first.setdefault(q.scope, q)
+    order = sorted(by_scope, key=lambda s: (s is not None, s or ""))
+    texts: set[str] = set()
+    if embedder != "none":
+        texts.update(m.text for m in data.dataset.memories)
+        queries = {q.id: q for q in data.queries}
+        for scope in order:  # the rewritten query texts (the graph shapes them; no corpus needed)
+            rec = _recaller(data, scfg, scope, None)
+            texts.update(rec.query_text(queries[i].text, queries[i].task_type, scfg)[0].text for i in by_scope[scope])
+    ordered = sorted(texts)
+    batches = tuple(tuple(ordered[i:i + CHUNK]) for i in range(0, len(ordered), CHUNK))
+    return ExtractionPlan(tuple((s, tuple(by_scope[s])) for s in order), batches)
+
+
+_EMBEDDER: list[tuple[tuple, CachedEmbedder]] = []  # this process's last embedder (a worker's, under Dask)
+
+
+def cached_embedder(data: EvalData, embedder: str, cache_root: Path) -> CachedEmbedder | None:
+    """The spec's embedder behind the embedding cache; the last one is kept per process, so
+    a worker fits LSA or loads MiniLM once for all its tasks, not once per task."""
+    if embedder == "none":
+        return None
+    key = (embedder, data.content_hash, str(cache_root))
+    if _EMBEDDER and _EMBEDDER[0][0] == key:
+        return _EMBEDDER[0][1]
+    inner = make_embedder(embedder, [m.text for m in data.dataset.memories])
+    emb = CachedEmbedder(inner, embedding_cache(cache_root))
+    _EMBEDDER[:] = [(key, emb)]
+    return emb
+
+
+def embed_batch(data: EvalData, embedder: str, cache_root: Path, texts: Sequence[str]) -> int:
+    """One embedding task: encode the batch's texts the cache lacks (one ``encode`` call)
+    and store them in the content-addressed cache; returns how many texts it holds."""
+    emb = cached_embedder(data, embedder, cache_root)
     if emb is not None:
-        emb.warm([m.text for m in ds.memories], progress, f"embed {data.name} [{embedder}]")  # the whole corpus, chunked
-    for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
-        queries = by_scope[scope]
-        corpus = ds.corpus_for(queries[0])
-        rec = Recaller(scfg, embedder=emb, graph=EntityGraph(*ds.graph_for(scope)), anchor_root=_anchor_root(data, scope))
-        vectors = emb.encode([m.text for m in corpus]) if emb is not None else None
-        rec.add(corpus, vectors=vectors)
-        if emb is not None:  # the rewritten query texts, encoded in one batch
-            emb.warm([rec.query_text(q.text, q.task_type, scfg)[0].text for q in queries])
-        for q in queries:
-            frames[q.id] = rec.signals(q.text, task_type=q.task_type, now=ds.now_for(q), config=scfg)
-            bar.update(1)
-    bar.close()
+        emb.warm(list(texts))
+    return len(texts)
+
+
+def scope_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root: Path,
+                 scope: tuple[str | None, Sequence[str]]) -> tuple[dict[str, SignalFrame], str]:
+    """One extraction task: the frames of one scope's queries, by the pipeline's own
+    ``Recaller.signals`` over that scope's corpus (vectors read from the cache the
+    embedding batches filled), and the resolved embedder name."""
+    name, qids = scope
+    scfg = signal_config(cfg)
+    emb = cached_embedder(data, embedder, cache_root)
+    wanted = set(qids)
+    queries = [q for q in data.queries if q.id in wanted]
+    corpus = data.dataset.corpus_for(queries[0])
+    rec = _recaller(data, scfg, name, emb)
+    rec.add(corpus, vectors=emb.encode([m.text for m in corpus]) if emb is not None else None)
+    if emb is not None:  # the rewritten query texts, in memory before the per-query loop
+        emb.warm([rec.query_text(q.text, q.task_type, scfg)[0].text for q in queries])
+    frames = {q.id: rec.signals(q.text, task_type=q.task_type, now=data.dataset.now_for(q), config=scfg) for q in queries}
+    return frames, (emb.name if emb is not None else "none")
+
+
+def load_checked(ref: DatasetRef, content_hash: str) -> EvalData:
+    """A worker's copy of the dataset, loaded from its path and checked against the
+    client's content hash (workers on other machines need the path on a shared mount)."""
+    data = EvalData(ref, load(ref))
+    if data.content_hash != content_hash:
+        raise ValueError(f"dataset {ref.name!r}: {ref.path} holds different data on this worker "
+                         f"(content hash {data.content_hash}, the client has {content_hash})")
+    return data
+
+
+def frames_only(path: str) -> dict[str, SignalFrame]:
+    """A worker's copy of a signal group's frames, read from the shared cache."""
+    return load_frames(Path(path))[0]
+
+
+def compute_frames(data: EvalData, cfg: RecallConfig, embedder: str, cache_root: Path, progress: bool = False,
+                   executor: Executor | None = None) -> tuple[dict[str, SignalFrame], str]:
+    """Extract frames with the pipeline itself: the plan's embedding batches, then one task
+    per scope. ``executor`` fans the tasks out (Dask); by default they run here, in order.
+    Either way the frames come back in the plan's order and are the same bytes."""
+    ex = executor or LOCAL
+    plan = extraction_plan(data, cfg, embedder)
+    shared = ex.shared(data, load_checked, data.ref, data.content_hash)
+    ex.map(embed_batch, plan.batches, shared, embedder, cache_root,
+           desc=f"embed {data.name} [{embedder}]", progress=progress, weight=len)
+    parts = ex.map(scope_frames, plan.scopes, shared, cfg, embedder, cache_root,
+                   desc=f"signals {data.name} [{embedder}]", progress=progress, weight=lambda s: len(s[1]))
+    frames: dict[str, SignalFrame] = {}
+    for part, _ in parts:
+        frames.update(part)
+    if parts:
+        return frames, parts[0][1]
+    emb = cached_embedder(data, embedder, cache_root)  # no query: the name alone
     return frames, (emb.name if emb is not None else "none")
 
 
@@ -176,26 +272,33 @@ def load_frames(path: Path) -> tuple[dict[str, SignalFrame], str]:
 
 
 class SignalCache:
-    """``frames(data, cfg, embedder)``: from ``<root>/signals/<key>.npz`` or computed and stored."""
+    """``frames(data, cfg, embedder)``: from ``<root>/signals/<key>.npz`` or computed (on
+    ``executor`` when one is given) and stored. ``root`` is content-addressed throughout, so
+    workers and later runs sharing it extract nothing twice."""
 
-    def __init__(self, root: Path, progress: bool = False) -> None:
+    def __init__(self, root: Path, progress: bool = False, executor: Executor | None = None) -> None:
         self.root = root
         self.progress = progress
+        self.executor = executor
         self.hits = 0
         self.misses = 0
         self._memo: dict[str, FrameSet] = {}
+
+    def path(self, key: str) -> Path:
+        """The stored frames of signal group ``key``."""
+        return self.root / "signals" / f"{key}.npz"
 
     def frames(self, data: EvalData, cfg: RecallConfig, embedder: str) -> FrameSet:
         key = group_key(data, cfg, embedder)
         if key in self._memo:
             return self._memo[key]
-        path = self.root / "signals" / f"{key}.npz"
+        path = self.path(key)
         if path.is_file():
             frames, name = load_frames(path)
             fs = FrameSet(key, frames, name, computed=False)
             self.hits += 1
         else:
-            frames, name = compute_frames(data, cfg, embedder, self.root, self.progress)
+            frames, name = compute_frames(data, cfg, embedder, self.root, self.progress, self.executor)
             save_frames(path, frames, name)
             fs = FrameSet(key, frames, name, computed=True)
             self.misses += 1

@@ -18,6 +18,8 @@ from typing import Any
 
 from memofs.ranking.config import RecallConfig
 
+from memofs_eval.executor import EXECUTORS
+
 LOADERS: tuple[str, ...] = ("memofs", "locomo", "longmemeval", "beir", "trec")
 EMBEDDERS: tuple[str, ...] = ("minilm", "static", "lsa", "none")
 TOGGLES: dict[str, str] = {
@@ -122,6 +124,8 @@ class Spec:
     tune: TuneSpec | None = None
     tolerance: dict[str, float] = field(default_factory=lambda: {"ndcg@10": 0.02})
     workers: int = 2
+    executor: str = "local"  # local | dask (memofs_eval.executor)
+    scheduler: str | None = None  # a Dask scheduler address; None: a LocalCluster of `workers`
     trec_runs: str = "all"  # all | key (default, -X, only:X, embedders, tuned, baselines) | none
     trec_gzip: bool = False
     text: str = ""
@@ -244,7 +248,7 @@ def load_spec(path: str | Path) -> Spec:
         m = re.search(r"line (\d+)", str(exc))
         raise SpecError(path, int(m.group(1)) if m else None, "toml", str(exc)) from None
     r = _Reader(path, text)
-    top = ("name", "seed", "k", "embedder", "metrics", "headline", "workers", "datasets", "pipeline",
+    top = ("name", "seed", "k", "embedder", "metrics", "headline", "workers", "executor", "scheduler", "datasets", "pipeline",
            "baselines", "ablations", "stats", "tune", "gate", "report")
     r.only(data, top)
     kw: dict[str, Any] = {"path": path, "name": str(data.get("name", path.stem)), "text": text}
@@ -254,6 +258,13 @@ def load_spec(path: str | Path) -> Spec:
                 raise r.err(key, f"expected a positive integer, got {data[key]!r}")
             kw[key] = data[key]
     kw["embedder"] = _embedder(r, data.get("embedder", "minilm"), "embedder")
+    if data.get("executor", "local") not in EXECUTORS:
+        raise r.err("executor", f"unknown executor {data['executor']!r} (expected {', '.join(EXECUTORS)})")
+    kw["executor"] = data.get("executor", "local")
+    if "scheduler" in data:
+        if not isinstance(data["scheduler"], str) or not data["scheduler"].strip():
+            raise r.err("scheduler", "expected a Dask scheduler address like 'tcp://host:8786'")
+        kw["scheduler"] = data["scheduler"].strip()
     for key in ("metrics", "headline"):
         if key in data:
             kw[key] = tuple(_metric(r, m, key) for m in data[key])

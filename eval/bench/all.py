@@ -30,7 +30,7 @@ from memofs_eval.bench.readme import HEADLINE_END, HEADLINE_START, RUN_PREFIX
 from memofs_eval.bench.recall import REPO, REPORTS, Section
 from memofs_eval.provenance import code_hash, git_commit, markdown_line
 
-BENCHES: tuple[str, ...] = ("recall", "store", "lexical", "vector", "harness")  # harness last: it runs `make eval`
+BENCHES: tuple[str, ...] = ("recall", "store", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "bm25s",
                               "scikit-learn", "matplotlib", "threadpoolctl")
 THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
@@ -97,6 +97,11 @@ def _bench_runners(quick: bool, out_dir: Path, make_eval: bool) -> dict[str, Cal
 
         return m.run(m.quick_config() if quick else m.StoreBenchConfig(), quick)
 
+    def executor() -> Section:
+        from memofs_eval.bench import executor as m
+
+        return m.run(m.quick_config() if quick else m.ExecutorBenchConfig(), quick)
+
     def harness() -> Section:
         from memofs_eval.bench import harness as m
 
@@ -114,7 +119,7 @@ def _bench_runners(quick: bool, out_dir: Path, make_eval: bool) -> dict[str, Cal
 
         return go
 
-    return {"recall": recall, "store": store, "harness": harness, "lexical": micro("lexical"), "vector": micro("vector")}
+    return {"recall": recall, "store": store, "harness": harness, "executor": executor, "lexical": micro("lexical"), "vector": micro("vector")}
 
 
 def headline_table(sections: list[Section]) -> str:
