@@ -35,6 +35,12 @@ def _with_datasets(spec: Spec, paths: list[str], loader: str | None) -> Spec:
     paths = [p for p in paths if p.strip()]  # `make eval-locomo` without LOCOMO passes ""
     if not paths:
         return spec
+    loaders = {d.loader for d in spec.datasets}
+    if len(paths) == 1 and len(spec.datasets) > 1 and len(loaders) == 1 and loaders != {"memofs"} \
+            and loader in (None, *loaders):
+        # one file read several ways (LongMemEval at turn and session granularity): keep every entry
+        path = Path(paths[0]).expanduser().resolve()
+        return dataclasses.replace(spec, datasets=tuple(dataclasses.replace(d, path=path) for d in spec.datasets))
     refs = []
     for p in paths:
         path = Path(p).expanduser().resolve()
