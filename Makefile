@@ -35,7 +35,7 @@ eval: install
 LOCOMO ?= ../shared/datasets/locomo
 
 eval-locomo: install
-	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)" --loader locomo --quiet --out reports/locomo
+	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)" --loader locomo --quiet --out reports/locomo --baseline reports/locomo/baseline.json
 
 LONGMEMEVAL ?= ../shared/datasets/longmemeval-dev/longmemeval_dev.json
 
