@@ -418,8 +418,11 @@ def field_metric(m: Measure, ranked: Sequence[str], facts: QueryFacts) -> float:
 
 def trivial_queries(facts: Facts, name: str, qids: Iterable[str]) -> list[str]:
     """The queries whose scope holds at most k candidates (memories; sessions for the
-    session metrics) for the cutoff metric ``name``: there, any run listing its whole scope
-    scores recall 1, so the figure says nothing. Empty for names without a cutoff."""
+    session metrics) for the recall-type cutoff metric ``name`` (ranx ``recall@k``,
+    ``recall_any/all@k``, their session forms): there, any run listing its whole scope
+    scores 1, so the figure says nothing. Empty for other names."""
+    if "recall" not in name or name.startswith("briefing"):
+        return []  # only a recall is forced to 1 by a cutoff that covers the scope
     m = parse(name)
     if m is None or m.param is None or m.base in BRIEFING:
         _, _, cut = name.partition("@")

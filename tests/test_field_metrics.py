@@ -117,3 +117,4 @@ def test_trivial_queries_when_k_covers_the_scope() -> None:
     assert MS.trivial_queries(facts, "session_recall_all@2", ["small", "big"]) == ["small"]  # 2 sessions
     assert MS.trivial_queries(facts, "recall@20", ["small", "big"]) == ["small", "big"]  # ranx names too
     assert MS.trivial_queries(facts, "mrr", ["small"]) == []
+    assert MS.trivial_queries(facts, "ndcg@10", ["small"]) == []  # not forced to 1 by the cutoff
