@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install inspector test eval eval-locomo notebooks bench bench-lexical bench-vector baseline clean
+.PHONY: install inspector test eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
 
 install: $(STAMP)
 
@@ -41,7 +41,13 @@ eval: install
 LOCOMO ?= ../shared/datasets/locomo
 
 eval-locomo: install
-	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)" --loader locomo --quiet --out reports/locomo
+	$(PY) -m memofs_eval.cli run eval/specs/locomo.toml --dataset "$(LOCOMO)" --loader locomo --quiet --out reports/locomo --baseline reports/locomo/baseline.json
+
+LONGMEMEVAL ?= ../shared/datasets/longmemeval-dev/longmemeval_dev.json
+
+# turn and session granularity of one LongMemEval file; embeddings cached (resumable) under .cache
+eval-longmemeval: install
+	$(PY) -m memofs_eval.cli run eval/specs/longmemeval.toml --dataset "$(LONGMEMEVAL)" --loader longmemeval --quiet --out reports/longmemeval --no-gate
 
 notebooks: install
 	$(PY) -m memofs_eval.notebooks

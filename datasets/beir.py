@@ -3,7 +3,8 @@
 Public IR corpora carry no timestamps: memories get ``created_at=None`` (allowed only for these
 loaders; ``write_dataset`` marks the export ``public = true``) and one namespace, ``default``.
 Graded relevance is kept; grades above 3 are clipped to 3 and negative grades (junk/spam) set to 0,
-both counted in ``stats["notes"]``.
+both counted in ``stats["notes"]``.  Memory ids are positional (``d0``, ``d1``, ... in corpus order);
+the corpus's own id is ``metadata["source_id"]`` (the TREC loader shares this).
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ def field_str(obj: dict, keys: tuple[str, ...], path: Path, line: int, *, requir
     return None
 
 
-def doc_memory(doc_id: str, text: str, title: str | None) -> Memory:
-    """A corpus document as a memory: ``title\\ntext`` when titled, kind ``reference``, no timestamp."""
+def doc_memory(position: int, doc_id: str, text: str, title: str | None) -> Memory:
+    """The ``position``-th corpus document as a memory: id ``d{position}`` (positional, so a
+    tie-break by id never sees the corpus's own ids, which may encode labels), the source id in
+    ``metadata["source_id"]``, text ``title\\ntext`` when titled, kind ``reference``, no timestamp."""
     body = f"{title}\n{text}" if title else text
-    return Memory(id=doc_id, text=body, kind="reference", created_at=None, namespace=NAMESPACE,
-                  metadata={"title": title} if title else {})
+    meta = {"source_id": doc_id, **({"title": title} if title else {})}
+    return Memory(id=f"d{position}", text=body, kind="reference", created_at=None, namespace=NAMESPACE, metadata=meta)
 
 
 def clip_relevance(rel: int, stats: dict) -> int:
@@ -77,8 +80,9 @@ def clip_relevance(rel: int, stats: dict) -> int:
 def assemble(name: str, version: str, description: str, licence: str, docs: dict[str, Memory],
              topics: dict[str, Query], raw_qrels: list[tuple[str, str, int, Path, int]], as_of: datetime,
              stats: dict[str, Any]) -> Dataset:
-    """Join docs, topics and ``(qid, doc_id, grade, file, line)`` judgements; keep the queries with at
-    least one relevant (>= 1) judged document, in topic order."""
+    """Join docs (keyed by source id), topics and ``(qid, doc_id, grade, file, line)`` judgements
+    (qrels come out keyed by memory id); keep the queries with at least one relevant (>= 1) judged
+    document, in topic order."""
     qrels: dict[str, dict[str, int]] = {}
     stats.setdefault("unknown_query_judgements", 0)
     stats.setdefault("unknown_doc_judgements", 0)
@@ -89,7 +93,7 @@ def assemble(name: str, version: str, description: str, licence: str, docs: dict
         if did not in docs:
             stats["unknown_doc_judgements"] += 1
             continue
-        qrels.setdefault(qid, {})[did] = clip_relevance(grade, stats)
+        qrels.setdefault(qid, {})[docs[did].id] = clip_relevance(grade, stats)
     notes = []
     if stats.get("clipped_high"):
         notes.append(f"{stats['clipped_high']} grade(s) above {MAX_RELEVANCE} clipped to {MAX_RELEVANCE}")
@@ -141,7 +145,7 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None,
         title = field_str(obj, ("title",), corpus, no, required=False)
         if did in docs:
             raise DatasetError(corpus, no, "_id", f"duplicate document id {did!r}")
-        docs[did] = doc_memory(did, text, title)
+        docs[did] = doc_memory(len(docs), did, text, title)
     topics: dict[str, Query] = {}
     qfile = root / "queries.jsonl"
     for no, obj in read_jsonl(qfile):

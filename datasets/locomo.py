@@ -5,6 +5,12 @@ per-conversation files (``26.json``, ...), or a folder holding either.  Each con
 namespace; its questions are scoped to it.  Units: dialogue turns (default), observations (facts
 extracted per turn; relevant when they come from an evidence turn) or session summaries (relevant
 when the session contains an evidence turn).  Category 5 (adversarial) is excluded by default.
+
+Memory ids are positional within a conversation: ``{conv}:s{j}:t{k}`` (turn k of the j-th session,
+both 0-based, sessions in ``session_N`` order), ``{conv}:s{j}`` (summary), ``{conv}:s{j}:o{k}``
+(observation).  Rankings break ties by id, so no source id (``dia_id``) may shape one; the
+``dia_id`` stays in the memory's metadata.  Evidence is matched on the exact ``dia_id`` first, then
+on the canonical ``D<session>:<turn>`` forms found inside it (see :func:`evidence_ids`).
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...
         stats["turns"] += sum(len(s.turns) for s in sessions)
         units, by_dia = _units(flat, conv_id, file, sessions, unit)
         memories += units
-        turn_ids = {c for s in sessions for t in s.turns for c in evidence_ids(t.dia_id)}
+        turn_ids = {c for s in sessions for t in s.turns for c in (t.dia_id, *evidence_ids(t.dia_id))}
         as_of = max(s.date for s in sessions)
         last_dates.append(as_of)
         qa = flat.get("qa")
@@ -116,7 +122,7 @@ def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...
             qid = f"{conv_id}:q{i}"
             matched: list[str] = []
             for ev in evidence:
-                ids = [d for d in evidence_ids(ev) if d in turn_ids]
+                ids = resolve_evidence(ev, turn_ids)
                 if not ids:
                     stats["unmatched_evidence"].append((qid, ev))
                     continue
@@ -143,6 +149,14 @@ def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...
         name="locomo", version=f"locomo10-{unit}", as_of=max(last_dates), licence=LOCOMO_LICENCE,
         description=f"LoCoMo conversations as {unit} memories; questions of categories {list(categories)}",
         memories=tuple(memories), queries=tuple(queries), qrels=qrels, stats=stats)
+
+
+def resolve_evidence(ev: Any, known: set[str] | dict[str, Any]) -> list[str]:
+    """The known dia_ids one evidence entry names: itself when it is one verbatim, else the
+    canonical ``D<s>:<t>`` ids inside it that are known (``"D8:6; D9:17"``, ``"D30:05"``)."""
+    if isinstance(ev, str) and ev in known:
+        return [ev]
+    return [d for d in evidence_ids(ev) if d in known]
 
 
 def _natural(conv_id: str) -> tuple:
@@ -232,24 +246,24 @@ def _units(flat: dict, conv_id: str, file: Path, sessions: list[_Session], unit:
     """The memories of one conversation and, per evidence dia_id, the memory ids it makes relevant."""
     memories: list[Memory] = []
     by_dia: dict[str, list[str]] = {}
-    turn_mids: set[str] = set()
-    for s in sessions:
+    dias_seen: set[str] = set()
+    for j, s in enumerate(sessions):
         if unit == "turn":
-            for t in s.turns:
-                mid = f"{conv_id}:{t.dia_id}"
-                if mid in turn_mids:
+            for k, t in enumerate(s.turns):
+                if t.dia_id in dias_seen:
                     raise DatasetError(file, None, f"{conv_id}.session_{s.number}", f"duplicate dia_id {t.dia_id!r}")
+                dias_seen.add(t.dia_id)
+                mid = f"{conv_id}:s{j}:t{k}"
                 text = f"{t.speaker}: {t.text}" + (f" [image: {t.caption}]" if t.caption else "")
                 memories.append(Memory(id=mid, text=text, kind="note", created_at=s.date, namespace=conv_id,
                                        metadata={"session": s.number, "dia_id": t.dia_id, "speaker": t.speaker}))
-                turn_mids.add(mid)
                 by_dia.setdefault(t.dia_id, []).append(mid)
         elif unit == "summary":
             key = f"session_{s.number}_summary"
             text = flat.get(key)
             if not isinstance(text, str) or not text.strip():
                 raise DatasetError(file, None, f"{conv_id}.{key}", "missing session summary (needed for unit='summary')")
-            mid = f"{conv_id}:S{s.number}"
+            mid = f"{conv_id}:s{j}"
             memories.append(Memory(id=mid, text=text, kind="summary", created_at=s.date, namespace=conv_id,
                                    metadata={"session": s.number}))
             for t in s.turns:
@@ -263,20 +277,20 @@ def _units(flat: dict, conv_id: str, file: Path, sessions: list[_Session], unit:
             for speaker, items in obs.items():
                 if not isinstance(items, list):
                     raise DatasetError(file, None, f"{conv_id}.{key}.{speaker}", "expected a list of [text, dia_id]")
-                for j, item in enumerate(items):
+                for i, item in enumerate(items):
                     if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-                        raise DatasetError(file, None, f"{conv_id}.{key}.{speaker}[{j}]", "expected [text, dia_id]")
+                        raise DatasetError(file, None, f"{conv_id}.{key}.{speaker}[{i}]", "expected [text, dia_id]")
+                    mid = f"{conv_id}:s{j}:o{k}"
                     k += 1
-                    mid = f"{conv_id}:S{s.number}:O{k}"
-                    dias = evidence_ids(item[1])
+                    dias = [item[1]] if isinstance(item[1], str) and not evidence_ids(item[1]) else evidence_ids(item[1])
                     memories.append(Memory(id=mid, text=item[0], kind="note", created_at=s.date, namespace=conv_id,
                                            metadata={"session": s.number, "speaker": speaker, "dia_ids": dias}))
-                    for d in dias:
+                    for d in dict.fromkeys([*([item[1]] if isinstance(item[1], str) else []), *dias]):
                         by_dia.setdefault(d, []).append(mid)
-    # evidence is matched on canonical ids ("D30:05" -> "D30:5"); key the map the same way
+    # evidence is matched verbatim or on canonical ids ("D30:05" -> "D30:5"): key the map both ways
     canon: dict[str, list[str]] = {}
     for d, mids in by_dia.items():
-        for c in evidence_ids(d) or [d]:
+        for c in dict.fromkeys([d, *evidence_ids(d)]):
             canon.setdefault(c, []).extend(m for m in mids if m not in canon.get(c, []))
     return memories, canon
 

@@ -1,7 +1,10 @@
 """LongMemEval (``longmemeval_s`` / ``_m`` / ``_oracle`` JSON) as a memofs Dataset.
 
 Every question scopes its own haystack: namespace = question_id, memories = its haystack sessions
-(or their turns).  Relevant (1): answer sessions, or turns marked ``has_answer`` (all turns of the
+(or their turns).  Memory ids are positional, ``{question_id}:s{j}`` (session j of the haystack) and
+``{question_id}:s{j}:t{k}`` (turn k of it): the release names answer sessions ``answer_...``, and
+rankings break ties by id, so an id built from the session id would let relevance leak through the
+tie-break.  The source's own ``session_id`` is kept in each memory's metadata.  Relevant (1): answer sessions, or turns marked ``has_answer`` (all turns of the
 answer sessions when none is marked).  Abstention questions (``*_abs``) have no evidence and are
 excluded; they are counted in ``stats``.
 """
@@ -79,9 +82,9 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
             except ValueError as exc:
                 raise DatasetError(file, None, f"{fld}.haystack_dates[{j}]", str(exc)) from None
             _check_turns(file, where, turns)
-            # a repeated session id would collide as a memory id: number the repeats
+            # ids are positional (label-free); a repeated source id is only counted
             used[sid] = used.get(sid, 0) + 1
-            key = sid if used[sid] == 1 else f"{sid}#{used[sid]}"
+            key = f"s{j}"
             if used[sid] > 1:
                 stats["duplicate_session_ids"] += 1
             is_answer = sid in answer_sids
@@ -95,7 +98,7 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
                 if is_answer:
                     judged[mid] = 1
             else:
-                ids = [f"{qid}:{key}:{k}" for k in range(len(turns))]
+                ids = [f"{qid}:{key}:t{k}" for k in range(len(turns))]
                 for k, (mid, t) in enumerate(zip(ids, turns)):
                     memories.append(Memory(id=mid, text=f"{t['role']}: {t['content']}", kind="note", created_at=created,
                                            namespace=qid, metadata={**meta, "turn": k, "role": t["role"]}))

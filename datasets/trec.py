@@ -112,7 +112,7 @@ def read_corpus(path: Path) -> dict[str, Memory]:
             title = field_str(obj, ("title",), path, no, required=False)
             if did in docs:
                 raise DatasetError(path, no, "id", f"duplicate document id {did!r}")
-            docs[did] = doc_memory(did, text, title)
+            docs[did] = doc_memory(len(docs), did, text, title)
     else:
         for no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not raw.strip():
@@ -122,7 +122,7 @@ def read_corpus(path: Path) -> dict[str, Memory]:
                 raise DatasetError(path, no, "columns", "expected 'id<TAB>text'")
             if did.strip() in docs:
                 raise DatasetError(path, no, "id", f"duplicate document id {did.strip()!r}")
-            docs[did.strip()] = doc_memory(did.strip(), text.strip(), None)
+            docs[did.strip()] = doc_memory(len(docs), did.strip(), text.strip(), None)
     return docs
 
 

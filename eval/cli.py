@@ -6,8 +6,9 @@
     memofs-eval tune --learned
     memofs-eval baseline SPEC [--quiet]      # writes reports/baseline.json
 
-Exit codes: 0 ok; 1 the default pipeline fell below ``reports/baseline.json`` by more than
-the spec's tolerance; 2 a bad spec, dataset or any failure that prevents a report.
+Exit codes: 0 ok; 1 the gate failed: the default pipeline fell below ``reports/baseline.json``
+by more than the spec's tolerance (paired one-sided test where the baseline has per-query
+values), or the baseline is missing (without ``--allow-missing-baseline``) or stale; 2 a bad spec, dataset or any failure that prevents a report.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def _with_datasets(spec: Spec, paths: list[str], loader: str | None) -> Spec:
     paths = [p for p in paths if p.strip()]  # `make eval-locomo` without LOCOMO passes ""
     if not paths:
         return spec
+    loaders = {d.loader for d in spec.datasets}
+    if len(paths) == 1 and len(spec.datasets) > 1 and len(loaders) == 1 and loaders != {"memofs"} \
+            and loader in (None, *loaders):
+        # one file read several ways (LongMemEval at turn and session granularity): keep every entry
+        path = Path(paths[0]).expanduser().resolve()
+        return dataclasses.replace(spec, datasets=tuple(dataclasses.replace(d, path=path) for d in spec.datasets))
     refs = []
     for p in paths:
         path = Path(p).expanduser().resolve()
@@ -62,33 +69,42 @@ def headline_of(exp) -> dict[str, dict[str, float]]:
     return out
 
 
-def check_gate(exp, baseline_path: Path) -> dict | None:
-    """Compare the default pipeline with the committed baseline (datasets present in both)."""
-    if not baseline_path.is_file():
-        return None
-    base = json.loads(baseline_path.read_text(encoding="utf-8")).get("datasets", {})
-    now = headline_of(exp)
-    lines, ok = [], True
-    for ds, vals in now.items():
-        if ds not in base:
-            lines.append(f"{ds}: no baseline")
-            continue
-        if base[ds].get("content_hash") not in (None, vals["content_hash"]):
-            # numbers of different data are not comparable: say so loudly, do not fail
-            lines.append(f"{ds}: STALE baseline: the dataset changed since it was written; not compared "
-                         "(run `memofs-eval baseline eval/specs/default.toml`)")
-            continue
-        for metric, tol in exp.spec.tolerance.items():
-            if metric not in base[ds] or metric not in vals:
-                continue
-            drop = base[ds][metric] - vals[metric]
-            bad = drop > tol + 1e-12
-            ok &= not bad
-            lines.append(f"{ds} {metric}: {vals[metric]:.4f} vs baseline {base[ds][metric]:.4f} (tolerance {tol}){' FAIL' if bad else ''}")
+def check_gate(exp, baseline_path: Path, allow_missing: bool = False) -> dict:
+    """Compare the default pipeline with the committed baseline (:mod:`memofs_eval.gate`): a
+    missing file or dataset fails unless ``allow_missing``; a stale baseline always fails."""
+    from memofs_eval.gate import metric_verdict
+
     try:
         shown = baseline_path.relative_to(REPO).as_posix()
     except ValueError:
         shown = str(baseline_path)
+    now = headline_of(exp)
+    if not baseline_path.is_file():
+        line = f"no baseline file {shown} (write one: `memofs-eval baseline {exp.spec.path}`)"
+        return {"ok": allow_missing, "baseline": shown,
+                "lines": [line + (": allowed by --allow-missing-baseline" if allow_missing else " FAIL")]}
+    base = json.loads(baseline_path.read_text(encoding="utf-8")).get("datasets", {})
+    lines, ok = [], True
+    for dr in exp.datasets:
+        ds, vals = dr.data.name, now[dr.data.name]
+        if ds not in base:
+            ok &= allow_missing
+            lines.append(f"{ds}: no baseline" + (" (allowed by --allow-missing-baseline)" if allow_missing else " FAIL"))
+            continue
+        if base[ds].get("content_hash") not in (None, vals["content_hash"]):
+            ok = False  # numbers of different data are not comparable: rewrite the baseline
+            lines.append(f"{ds}: STALE baseline: the dataset changed since it was written FAIL "
+                         f"(run `memofs-eval baseline {exp.spec.path}`)")
+            continue
+        pq = dr.per_query["default"].loc[dr.data.subsets()[dr.data.headline_subset]]
+        for metric, tol in exp.spec.tolerance.items():
+            if metric not in base[ds] or metric not in vals:
+                continue
+            v = metric_verdict(metric, vals[metric], base[ds][metric], tol,
+                               pq[metric].to_dict() if metric in pq else None,
+                               base[ds].get("per_query", {}).get(metric))
+            ok &= not v.bad
+            lines.append(v.line(ds))
     return {"ok": ok, "baseline": shown, "lines": lines}
 
 
@@ -109,7 +125,7 @@ def cmd_run(args) -> int:
     from memofs_eval.report import write_report
 
     exp = _experiment(args)
-    gate = None if args.no_gate else check_gate(exp, Path(args.baseline))
+    gate = None if args.no_gate else check_gate(exp, Path(args.baseline), args.allow_missing_baseline)
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{exp.spec.name}"
     reports = Path(args.out) if args.out else REPO / "reports"
     out = write_report(exp, reports / run_id, run_id=run_id, gate=gate, latest=reports / "latest")
@@ -152,7 +168,11 @@ def cmd_baseline(args) -> int:
     spec = _with_executor(_with_datasets(load_spec(args.spec), args.dataset or [], args.loader), args)
     spec = dataclasses.replace(spec, toggles=(), sweeps={}, grids=(), embedders=(), baselines=(), tune=None)
     exp = run_experiment(spec, progress=not args.quiet, cache_root=Path(args.cache) if args.cache else None)
-    data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": headline_of(exp),
+    heads = headline_of(exp)
+    for dr in exp.datasets:  # per-query values: the gate's verdict is paired (memofs_eval.gate)
+        pq = dr.per_query["default"].loc[dr.data.subsets()[dr.data.headline_subset]]
+        heads[dr.data.name]["per_query"] = {m: {q: round(float(x), 6) for q, x in pq[m].items()} for m in exp.spec.headline}
+    data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": heads,
             "written_by": "memofs-eval baseline " + str(args.spec)}
     path = Path(args.baseline)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +214,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--executor", choices=EXECUTORS, help="where extraction and recombination run (default: the spec's, else local)")
         s.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); without it, --executor dask starts a LocalCluster")
         s.add_argument("--cache", help="embedding and signal cache folder, shared by every worker (default: $MEMOFS_EVAL_CACHE or <repo>/.cache)")
+        s.add_argument("--allow-missing-baseline", action="store_true",
+                       help="a first run: pass the gate when the baseline file or a dataset's entry is missing")
         s.set_defaults(fn=fn)
     return p
 

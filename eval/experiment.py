@@ -24,13 +24,15 @@ from memofs_eval import stats as S
 from memofs_eval.baselines import baseline_runs
 from memofs_eval.data import EvalData, load
 from memofs_eval.executor import LOCAL, Executor, closing_executor, open_executor
-from memofs_eval.runner import Ranked, run_all
+from memofs_eval.folds import evaluation_folds
+from memofs_eval.runner import Ranked, fused_scores, run_all
 from memofs_eval.signals_cache import SignalCache, frames_only
 from memofs_eval.spec import Spec, Variant, tune_variants
-from memofs_eval.folds import evaluation_folds
+from memofs_eval.ties import tie_rate
 from memofs_eval.tune import TuneResult, select, tune
 
 TUNED = "tuned"
+TIE_GROUPS = frozenset({"default", "leave_one_out", "only", "embedder"})  # methods whose tie rate is reported
 
 
 @dataclass
@@ -55,6 +57,7 @@ class DatasetResult:
     timings: dict[str, float] = field(default_factory=dict)
     facts: MS.Facts | None = None  # superseded / stale / expired memories and texts (memofs_eval.measures)
     attribution: pd.DataFrame | None = None  # the default pipeline's top-K hits, split by signal
+    tie_rates: dict[str, float] = field(default_factory=dict)  # method -> top-10 tie rate (memofs_eval.ties)
 
 
 @dataclass
@@ -83,6 +86,7 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         groups[v.signal_group].append(v)
     runs: dict[str, Ranked] = {}
     per_query: dict[str, pd.DataFrame] = {}
+    tie_rates: dict[str, float] = {}
     attribution: pd.DataFrame | None = None
     emb_names: dict[str, str] = {}
     default_text: dict[str, str] = {}
@@ -122,6 +126,8 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         for v in members:
             src = first[v.config.config_hash()]
             runs[v.name], per_query[v.name] = ranked[src], metrics[src]
+            if v.group in TIE_GROUPS and v.name not in tie_rates:  # sweeps and grids: too many to list
+                tie_rates[v.name] = tie_rate(fused_scores(fs.frames, v.config, spec.k))
         n_jobs += len(jobs)
         t_fuse += t()
         del fs  # frames of one signal group at a time: large datasets would not fit otherwise
@@ -161,7 +167,8 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
             covered[name] = [q for q in qids if q in ranked]
             per_query[name] = evaluate(ranked, {q: data.qrels[q] for q in covered[name]})
         timings["baselines_s"] = t()
-    return DatasetResult(data, runs, per_query, covered, tune_res, bparams, emb_names, timings, facts, attribution)
+    return DatasetResult(data, runs, per_query, covered, tune_res, bparams, emb_names, timings, facts, attribution,
+                         tie_rates)
 
 
 def _significance(spec: Spec, results: list[DatasetResult], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, dict]:

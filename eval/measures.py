@@ -26,6 +26,26 @@ bootstrap CIs and paired tests apply unchanged. Metric names (``@`` parameter op
   (not superseded, not stale, not expired), 0 otherwise (also when none is ranked); NaN
   when the query's relevant memories are not a mix of current and outdated ones.
 
+Metrics of the field (LongMemEval, Wu et al., ICLR 2025; the published definitions are
+``evaluate_retrieval`` and ``evaluate_retrieval_turn2session`` in ``src/retrieval/eval_utils.py``
+of github.com/xiaowu0162/LongMemEval), relevance binary (qrel >= 1), default k = 10:
+
+- ``recall_any@k``: 1 when at least one relevant memory is among the top k, else 0.
+- ``recall_all@k``: 1 when every relevant memory is among the top k, else 0.
+- ``ndcg_any@k``: binary nDCG with LongMemEval's gain curve, DCG = g_1 + sum_{i=2..k} g_i / log2(i)
+  (rank 1 and 2 both weigh 1; ranx's ``ndcg`` uses 1/log2(i+1)), over the ideal DCG of all
+  relevant memories; 0 when none is relevant.
+- ``session_recall_any@k``, ``session_recall_all@k``, ``session_ndcg_any@k``: the same on the
+  session ranking of a turn-level run: each session takes its best (first-ranked) turn's
+  place, and a session is relevant when any of its turns is (qrels lifted to sessions). For
+  recall_any/all this equals LongMemEval's turn2session (it widens k until k distinct
+  sessions are in); its nDCG counts every retrieved turn of a session, ours each session
+  once. A memory without session metadata is its own session.
+
+A metric at cutoff k is *trivially* 1 (recall) when the scope holds at most k candidates
+(memories, or sessions for the session metrics): :func:`trivial_queries` names them, so a
+report can say so.
+
 The briefing is built by the real packer, :func:`memofs.store.briefing.pack`, on the recall
 items rendered by :func:`memofs.store.briefing.render_recall`, with ``build_context``'s second
 pass (footer reserve and expansion footer) when items are hidden. Differences from a live
@@ -61,7 +81,9 @@ DEFAULT_TOP_K = 10
 CURVE_BUDGETS: tuple[int, ...] = (2048, 4096, 8192, 16384)
 BRIEFING = ("briefing_recall", "briefing_hit", "bytes_to_first_relevant")
 TEMPORAL = ("superseded_above_current", "stale_in_top_k", "current_first")
-MEASURES: tuple[str, ...] = BRIEFING + TEMPORAL
+FIELD = ("recall_any", "recall_all", "ndcg_any")
+SESSION = tuple(f"session_{b}" for b in FIELD)
+MEASURES: tuple[str, ...] = BRIEFING + TEMPORAL + FIELD + SESSION
 LOWER_IS_BETTER = frozenset({"bytes_to_first_relevant", "superseded_above_current", "stale_in_top_k"})
 MIN_BUDGET = 512  # the directive alone takes ~420 bytes; pack refuses budgets below it
 _NAME = re.compile(r"^([a-z_]+?)(?:@(\d+))?$")
@@ -99,7 +121,7 @@ def parse(name: str) -> Measure | None:
         if budget < MIN_BUDGET:
             raise ValueError(f"{name}: budget must be >= {MIN_BUDGET} bytes (the directive alone needs ~420)")
         return Measure(base, budget)
-    if base == "stale_in_top_k":
+    if base == "stale_in_top_k" or base in FIELD or base in SESSION:
         k = DEFAULT_TOP_K if param is None else param
         if k < 1:
             raise ValueError(f"{name}: k must be >= 1")
@@ -139,6 +161,7 @@ class QueryFacts:
     stale: frozenset[str] = frozenset()  # an anchored file drifted (modified or deleted)
     expired: frozenset[str] = frozenset()  # older than its kind's expiry floor at the query's "now"
     pairs: tuple[tuple[str, str], ...] = ()
+    session: Mapping[str, str] = field(default_factory=dict)  # memory id -> its session (absent: itself)
 
     @property
     def relevant(self) -> frozenset[str]:
@@ -159,12 +182,24 @@ class Facts:
     stale: frozenset[str]
     expired: Mapping[str, frozenset[str]]  # query id -> expired ids
     corpus: Mapping[str, frozenset[str]]  # query id -> ids it is asked against
+    session: Mapping[str, str] = field(default_factory=dict)  # memory id -> session key (see session_key)
 
     def query(self, qid: str, qrels: Mapping[str, int]) -> QueryFacts:
         corpus = self.corpus.get(qid, frozenset())
         pairs = tuple(sorted((old, cur) for old in self.superseded & corpus for cur in self.current_of[old] if cur in corpus))
         return QueryFacts(qrels, self.texts, self.superseded & corpus, self.stale & corpus,
-                          self.expired.get(qid, frozenset()), pairs)
+                          self.expired.get(qid, frozenset()), pairs, self.session)
+
+
+def session_key(memory) -> str | None:
+    """The session a memory belongs to, from the loaders' metadata: LongMemEval's
+    ``session_index``, LoCoMo's ``session`` number; None when it has none (its own session)."""
+    meta = memory.metadata or {}
+    if "session_index" in meta:
+        return f"{memory.namespace}:s{meta['session_index']}"
+    if "session" in meta:
+        return f"{memory.namespace}:session{meta['session']}"
+    return None
 
 
 def current_ends(successors: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
@@ -218,8 +253,10 @@ def build_facts(ds: Dataset, expiry_days: Mapping[str, float], queries: Iterable
                             and max(0.0, (now - m.created_at).total_seconds() / 86400.0) > expiry_days[m.kind])
             memo[key] = (old, frozenset(m.id for m in mems))
         expired[q.id], corpus[q.id] = memo[key]
+    sessions = {m.id: k for m in ds.memories if (k := session_key(m)) is not None}
     return Facts(MappingProxyType({m.id: m.text for m in ds.memories}), frozenset(successors),
-                 MappingProxyType(current_ends(successors)), frozenset(stale), expired, corpus)
+                 MappingProxyType(current_ends(successors)), frozenset(stale), expired, corpus,
+                 MappingProxyType(sessions))
 
 
 # --------------------------------------------------------------------------- briefing
@@ -332,6 +369,77 @@ def current_first(ranked: Sequence[str], facts: QueryFacts) -> float:
     return float(first is not None and facts.current(first))
 
 
+# --------------------------------------------------------------------------- metrics of the field
+
+
+def recall_any(ranked: Sequence[str], relevant: frozenset[str], k: int = DEFAULT_TOP_K) -> float:
+    """LongMemEval ``recall_any@k``: 1 if some relevant id is in the top k."""
+    return float(bool(relevant & set(ranked[:k])))
+
+
+def recall_all(ranked: Sequence[str], relevant: frozenset[str], k: int = DEFAULT_TOP_K) -> float:
+    """LongMemEval ``recall_all@k``: 1 if every relevant id is in the top k (0 without any)."""
+    return float(bool(relevant) and relevant <= set(ranked[:k]))
+
+
+def _gain_weight(rank: int) -> float:
+    """LongMemEval's DCG weight of 1-based ``rank``: 1 at rank 1, 1/log2(rank) after."""
+    return 1.0 if rank == 1 else 1.0 / math.log2(rank)
+
+
+def ndcg_any(ranked: Sequence[str], relevant: frozenset[str], k: int = DEFAULT_TOP_K) -> float:
+    """LongMemEval ``ndcg_any@k``: binary DCG of the top k over the ideal DCG of all relevant ids."""
+    ideal = sum(_gain_weight(r) for r in range(1, min(len(relevant), k) + 1))
+    if ideal == 0:
+        return 0.0
+    return sum(_gain_weight(r) for r, d in enumerate(ranked[:k], start=1) if d in relevant) / ideal
+
+
+def to_sessions(ranked: Sequence[str], relevant: frozenset[str], session: Mapping[str, str]
+                ) -> tuple[list[str], frozenset[str]]:
+    """A turn ranking as a session ranking (each session at its best turn's place) and the
+    relevant turns lifted to their sessions."""
+    lifted = frozenset(session.get(d, d) for d in relevant)
+    return list(dict.fromkeys(session.get(d, d) for d in ranked)), lifted
+
+
+_FIELD_FN = {"recall_any": recall_any, "recall_all": recall_all, "ndcg_any": ndcg_any}
+
+
+def field_metric(m: Measure, ranked: Sequence[str], facts: QueryFacts) -> float:
+    """A metric of :data:`FIELD` or :data:`SESSION` for one query."""
+    rel = facts.relevant
+    base = m.base
+    if base in SESSION:
+        ranked, rel = to_sessions(ranked, rel, facts.session)
+        base = base.removeprefix("session_")
+    return _FIELD_FN[base](ranked, rel, m.param or DEFAULT_TOP_K)
+
+
+def trivial_queries(facts: Facts, name: str, qids: Iterable[str]) -> list[str]:
+    """The queries whose scope holds at most k candidates (memories; sessions for the
+    session metrics) for the recall-type cutoff metric ``name`` (ranx ``recall@k``,
+    ``recall_any/all@k``, their session forms): there, any run listing its whole scope
+    scores 1, so the figure says nothing. Empty for other names."""
+    if "recall" not in name or name.startswith("briefing"):
+        return []  # only a recall is forced to 1 by a cutoff that covers the scope
+    m = parse(name)
+    if m is None or m.param is None or m.base in BRIEFING:
+        _, _, cut = name.partition("@")
+        if m is not None or not cut.isdigit():
+            return []
+        k = int(cut)
+    else:
+        k = m.param
+    out = []
+    for q in qids:
+        corpus = facts.corpus.get(q, frozenset())
+        n = len({facts.session.get(d, d) for d in corpus}) if m is not None and m.base in SESSION else len(corpus)
+        if n <= k:
+            out.append(q)
+    return out
+
+
 # --------------------------------------------------------------------------- per query
 
 
@@ -347,6 +455,8 @@ def measure_values(ranked: Sequence[str], facts: QueryFacts, measures: Sequence[
             fn = {"briefing_recall": briefing_recall, "briefing_hit": briefing_hit,
                   "bytes_to_first_relevant": bytes_to_first_relevant}[m.base]
             out[m] = fn(views[m.param], facts)
+        elif m.base in FIELD or m.base in SESSION:
+            out[m] = field_metric(m, ranked, facts)
         elif m.base == "stale_in_top_k":
             out[m] = stale_in_top_k(ranked, facts, m.param or DEFAULT_TOP_K)
         elif m.base == "superseded_above_current":

@@ -286,6 +286,15 @@ def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path],
         ci = exp.cis[(exp.cis.dataset == name) & (exp.cis.method == "default")]
         if not ci.empty:
             blocks.append(("p", "default, bootstrap 95% CIs: " + "; ".join(f"{r.metric} {r['mean']:.4f} [{r.lo:.4f}, {r.hi:.4f}]" for _, r in ci.iterrows())))
+        if dr.tie_rates:
+            blocks.append(("p", "Tie rate (share of top-10 positions ordered by the id tie-break; ids are label-free): "
+                                + "; ".join(f"`{m}` {r:.4f}" for m, r in dr.tie_rates.items())))
+        trivial = {m: len(MS.trivial_queries(dr.facts, m, dr.data.subsets()[subset]))
+                   for m in spec.metrics} if dr.facts is not None else {}
+        if any(trivial.values()):
+            blocks.append(("p", "Trivially 1 (k covers the whole scope, so any full ranking scores recall 1) on: "
+                                + "; ".join(f"{m} {n} of {len(dr.data.subsets()[subset])} queries"
+                                            for m, n in trivial.items() if n)))
         blocks.append(("h3", "All methods"))
         blocks.append(("table", method_table(exp, res, name, subset, methods, list(spec.metrics))))
         if dr.data.has_split:

@@ -42,6 +42,15 @@ def fused_run(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> R
     return out
 
 
+def fused_scores(frames: Mapping[str, SignalFrame], cfg: RecallConfig, k: int) -> dict[str, list[tuple[str, float]]]:
+    """Like :func:`fused_run` with the pipeline's rounded scores kept (tie rates, explain)."""
+    out = {}
+    for qid, frame in frames.items():
+        fused = fuse(frame, cfg, k)
+        out[qid] = [(frame.ids[i], float(s)) for i, s in zip(fused.rows.tolist(), fused.scores.tolist(), strict=True)]
+    return out
+
+
 def fuse_configs(frames: Mapping[str, SignalFrame], post: Callable[[Ranked], Any] | None,
                  configs: Sequence[RecallConfig]) -> list[tuple[Ranked, Any]]:
     """One recombination task: each config's ranked run (depth ``config.top_k``) and

@@ -20,7 +20,7 @@ from memofs_eval.baselines import bm25_scores
 from memofs_eval.data import EvalData, load
 from memofs_eval.embed import make_embedder
 from memofs.ranking.fusion import fuse
-from memofs_eval.runner import fused_run, run_all
+from memofs_eval.runner import fused_run, fused_scores, run_all
 from memofs_eval.signals_cache import SignalCache
 from memofs_eval.spec import TOGGLES, SpecError, load_spec
 from memofs_eval.folds import group_folds
@@ -87,11 +87,6 @@ def test_gate_passes_within_tolerance(two_runs, tmp_path):
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps({"datasets": {"tiny": {"ndcg@10": float(row.score.iloc[0]) + 0.015}}}))
     assert cli.main(["run", str(QUICK), "--quiet", "--out", str(tmp_path / "r"), "--baseline", str(baseline)]) == 0
-
-
-def fused_scores(frames, cfg, k):
-    """(id, rounded score) per query from the pipeline's own fuse, as recall() returns them."""
-    return {qid: list(zip(fuse(f, cfg, k).ids(f), fuse(f, cfg, k).scores.tolist(), strict=True)) for qid, f in frames.items()}
 
 
 def test_recombination_equals_recaller_recall(tiny, tmp_path):

@@ -84,16 +84,17 @@ def test_locomo_turns(locomo_dirs: tuple[Path, Path]) -> None:
     ds = load_locomo(locomo_dirs[0])
     assert ds.namespaces == ("conv-4", "conv-30")  # natural order, not string order
     assert len(ds.memories) == 8
-    m = next(m for m in ds.memories if m.id == "conv-30:D1:2")
+    m = next(m for m in ds.memories if m.id == "conv-30:s0:t1")
+    assert m.metadata["dia_id"] == "D1:2"  # the source id kept, the memory id positional
     assert m.text == "Ben: Look at my garden! [image: a photo of tomatoes]"
     assert (m.namespace, m.kind, m.confidence) == ("conv-30", "note", None)
     assert m.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-    assert next(m for m in ds.memories if m.id == "conv-30:D2:1").created_at == datetime(2023, 6, 1, 9, 5, tzinfo=UTC)
+    assert next(m for m in ds.memories if m.id == "conv-30:s1:t0").created_at == datetime(2023, 6, 1, 9, 5, tzinfo=UTC)
     # q0-q3 kept (q4 is adversarial, q5 has only unmatched evidence), per conversation
     assert [q.id for q in ds.queries if q.scope == "conv-30"] == ["conv-30:q0", "conv-30:q1", "conv-30:q2", "conv-30:q3"]
-    assert ds.qrels["conv-30:q1"] == {"conv-30:D2:2": 1}  # "D2:02" normalised
-    assert ds.qrels["conv-30:q2"] == {"conv-30:D2:1": 1, "conv-30:D1:1": 1}  # "D2:1; D1:1" split
-    assert ds.qrels["conv-30:q3"] == {"conv-30:D1:2": 1}
+    assert ds.qrels["conv-30:q1"] == {"conv-30:s1:t1": 1}  # "D2:02" normalised
+    assert ds.qrels["conv-30:q2"] == {"conv-30:s1:t0": 1, "conv-30:s0:t0": 1}  # "D2:1; D1:1" split
+    assert ds.qrels["conv-30:q3"] == {"conv-30:s0:t1": 1}
     q = ds.queries_by_id["conv-30:q0"]
     assert (q.category, q.split, q.task_type) == ("locomo-cat1", None, "general")
     assert q.as_of == datetime(2023, 6, 1, 9, 5, tzinfo=UTC)  # last session with turns
@@ -118,13 +119,13 @@ def test_locomo_categories_and_units(locomo_dirs: tuple[Path, Path]) -> None:
     assert "conv-30:q4" in with5.queries_by_id
     obs = load_locomo(locomo_dirs[0], unit="observation")
     assert len(obs.memories) == 6
-    assert obs.qrels["conv-30:q0"] == {"conv-30:S1:O1": 1}
-    assert obs.qrels["conv-30:q3"] == {"conv-30:S1:O2": 1}
+    assert obs.qrels["conv-30:q0"] == {"conv-30:s0:o0": 1}
+    assert obs.qrels["conv-30:q3"] == {"conv-30:s0:o1": 1}
     # D2:2 (pottery) has no observation: dropped for this unit, and counted
     assert "conv-30:q1" not in obs.queries_by_id and "conv-30:q1" in obs.stats["dropped_no_unit"]
     summ = load_locomo(locomo_dirs[0], unit="summary")
-    assert [m.id for m in summ.memories if m.namespace == "conv-30"] == ["conv-30:S1", "conv-30:S2"]
-    assert summ.qrels["conv-30:q2"] == {"conv-30:S2": 1, "conv-30:S1": 1}
+    assert [m.id for m in summ.memories if m.namespace == "conv-30"] == ["conv-30:s0", "conv-30:s1"]
+    assert summ.qrels["conv-30:q2"] == {"conv-30:s1": 1, "conv-30:s0": 1}
     assert summ.memories[0].kind == "summary"
 
 
@@ -258,11 +259,12 @@ def test_longmemeval_sessions(tmp_path: Path) -> None:
     assert [q.id for q in ds.queries] == ["q1", "q2"]
     assert ds.stats["abstention_excluded"] == 1
     assert ds.stats["unmatched_answer_sessions"] == [("q2", "missing_session")]
-    assert [m.id for m in ds.corpus_for(ds.queries[0])] == ["q1:s_a", "q1:answer_1"]
-    m = ds.memories_by_id["q1:answer_1"]
+    assert [m.id for m in ds.corpus_for(ds.queries[0])] == ["q1:s0", "q1:s1"]
+    assert [m.metadata["session_id"] for m in ds.corpus_for(ds.queries[0])] == ["s_a", "answer_1"]
+    m = ds.memories_by_id["q1:s1"]
     assert m.text == "user: I drive a blue Civic\nassistant: nice"
     assert m.created_at == datetime(2023, 5, 21, 10, 0, tzinfo=UTC) and m.namespace == "q1"
-    assert ds.qrels == {"q1": {"q1:answer_1": 1}, "q2": {"q2:answer_2": 1}}
+    assert ds.qrels == {"q1": {"q1:s1": 1}, "q2": {"q2:s0": 1}}
     q = ds.queries[0]
     assert (q.category, q.scope, q.as_of) == ("single-session-user", "q1", datetime(2023, 5, 30, 23, 40, tzinfo=UTC))
     assert ds.as_of == datetime(2023, 6, 1, 8, 0, tzinfo=UTC)
@@ -273,10 +275,10 @@ def test_longmemeval_turns(tmp_path: Path) -> None:
     f = tmp_path / "longmemeval_oracle.json"
     f.write_text(json.dumps(_lme_items()))
     ds = load_longmemeval(f, granularity="turn")
-    assert ds.qrels["q1"] == {"q1:answer_1:0": 1}  # the marked turn only
-    assert ds.qrels["q2"] == {"q2:answer_2:0": 1, "q2:answer_2:1": 1}  # none marked: whole answer session
+    assert ds.qrels["q1"] == {"q1:s1:t0": 1}  # the marked turn only
+    assert ds.qrels["q2"] == {"q2:s0:t0": 1, "q2:s0:t1": 1}  # none marked: whole answer session
     assert ds.stats["fallback_to_session_turns"] == 1
-    assert ds.memories_by_id["q1:answer_1:1"].text == "assistant: nice"
+    assert ds.memories_by_id["q1:s1:t1"].text == "assistant: nice"
 
 
 @pytest.mark.parametrize("defect, field", [
@@ -325,11 +327,13 @@ def _beir(root: Path, qrels: str | None = None) -> Path:
 def test_beir(tmp_path: Path) -> None:
     ds = load_beir(_beir(tmp_path / "scifact"))
     assert ds.name == "scifact" and ds.namespaces == ("default",)
-    assert ds.memories_by_id["d1"].text == "Cats\nCats purr." and ds.memories_by_id["d2"].text == "Dogs bark."
+    # positional ids d0.. in corpus order; the corpus's own ids in metadata
+    assert ds.memories_by_id["d0"].text == "Cats\nCats purr." and ds.memories_by_id["d1"].text == "Dogs bark."
+    assert [m.metadata["source_id"] for m in ds.memories] == ["d1", "d2", "d3", "d4"]
     assert all(m.created_at is None for m in ds.memories)
     # query 3's only judgements are a 0 and an unknown doc; query 4 has none
     assert [q.id for q in ds.queries] == ["1", "2"]
-    assert ds.qrels == {"1": {"d1": 3, "d2": 0}, "2": {"d3": 2}}
+    assert ds.qrels == {"1": {"d0": 3, "d1": 0}, "2": {"d2": 2}}
     assert (ds.stats["clipped_high"], ds.stats["clipped_negative"]) == (1, 1) and len(ds.stats["notes"]) == 2
     assert (ds.stats["unknown_doc_judgements"], ds.stats["unknown_query_judgements"]) == (1, 1)
     back = load_dataset(write_dataset(ds, tmp_path / "export"))
@@ -396,8 +400,8 @@ def test_trec_sgml_and_tsv_topics(tmp_path: Path) -> None:
     ds = load_trec(topics, qrels, corpus, name="robust")
     assert [(q.id, q.text) for q in ds.queries] == [("301", "International Organized Crime"),
                                                    ("302", "Poliomyelitis and Post-Polio")]
-    assert ds.qrels == {"301": {"FT1": 2, "FT2": 0}, "302": {"LA1": 1}}
-    assert ds.memories_by_id["FT2"].text == "Weather\nRain"
+    assert ds.qrels == {"301": {"d0": 2, "d1": 0}, "302": {"d2": 1}}
+    assert ds.memories_by_id["d1"].text == "Weather\nRain" and ds.memories_by_id["d1"].metadata["source_id"] == "FT2"
     assert ds.stats["unknown_doc_judgements"] == 1 and ds.stats["unknown_query_judgements"] == 1
     desc = load_trec(topics, qrels, corpus, topic_field="desc")
     assert desc.queries_by_id["301"].text == ("Identify organizations that participate in international "
@@ -407,7 +411,7 @@ def test_trec_sgml_and_tsv_topics(tmp_path: Path) -> None:
     assert load_trec(tsv, qrels, corpus, name="robust") == ds
     (tmp_path / "t").mkdir()
     tsv_corpus = load_trec(topics, qrels, _trec(tmp_path / "t", corpus_jsonl=False)[2], name="robust")
-    assert [m.id for m in tsv_corpus.memories] == ["FT1", "FT2", "LA1"]
+    assert [m.metadata["source_id"] for m in tsv_corpus.memories] == ["FT1", "FT2", "LA1"]
 
 
 def test_trec_malformed(tmp_path: Path) -> None:

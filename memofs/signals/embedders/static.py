@@ -4,6 +4,13 @@ per vocabulary token (PCA to 256 dims, SIF-weighted), averaged per text.
 Distillation runs offline on the local weights (no hub) the first time and is saved with
 ``StaticModel.save_pretrained`` under the cache directory, keyed by model path, PCA size
 and SIF coefficient. Encoding is ``StaticModel.encode`` followed by L2 normalisation.
+
+The build is made reproducible across machines (issue 22): the distillation's forward passes
+run on one torch thread with torch and numpy seeded (a float sum's order, hence its last bits,
+depends on the thread count), each PCA component's sign is fixed (its largest-magnitude entry
+positive), and the table is rounded to float16 precision (stored as float32), which absorbs
+last-bit differences that survive. The sha256 of the table is written beside it
+(``checksum.txt``) and checked on every load; :func:`table_checksum` recomputes it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,42 @@ from numpy.typing import NDArray
 
 from memofs.signals.embedders.base import EmbedderError, empty, l2_normalise
 from memofs.signals.embedders.local import default_model_path
+
+
+BUILD = "model2vec-f32-det1"  # in the cache key: a change to how the table is built makes a new folder
+CHECKSUM = "checksum.txt"
+
+
+def table_checksum(table: NDArray[np.float32]) -> str:
+    """sha256 of the embedding table's C-order float32 bytes and shape."""
+    arr = np.ascontiguousarray(table, dtype=np.float32)
+    return hashlib.sha256(f"{arr.shape}".encode() + arr.tobytes()).hexdigest()
+
+
+def canonical_table(table: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Signs fixed per column (largest-magnitude entry positive; PCA's sign is arbitrary),
+    rounded to float16 precision: the machine-independent form of a distilled table."""
+    arr = np.asarray(table, dtype=np.float32)
+    pivot = arr[np.abs(arr).argmax(axis=0), np.arange(arr.shape[1])]
+    arr = arr * np.where(pivot < 0, -1.0, 1.0).astype(np.float32)
+    return arr.astype(np.float16).astype(np.float32)
+
+
+def distill_deterministic(model_dir: str, pca_dims: int, sif: float) -> Any:
+    """``model2vec.distill`` on one torch thread, seeded, with :func:`canonical_table` applied."""
+    import torch
+    from model2vec.distill import distill
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    np.random.seed(0)
+    try:
+        model = distill(model_name=model_dir, pca_dims=pca_dims, sif_coefficient=sif, device="cpu", quantize_to="float32")
+    finally:
+        torch.set_num_threads(threads)
+    model.embedding = canonical_table(model.embedding)
+    return model
 
 
 def default_cache_dir() -> Path:
@@ -63,24 +106,31 @@ class StaticEmbedder:
         from model2vec import StaticModel
 
         model_dir = self._model_dir()
-        key = hashlib.sha256(f"{Path(model_dir).resolve()}|{self.pca_dims}|{self.sif}|model2vec-f32".encode()).hexdigest()[:16]
+        key = hashlib.sha256(f"{Path(model_dir).resolve()}|{self.pca_dims}|{self.sif}|{BUILD}".encode()).hexdigest()[:16]
         path = self.cache_dir / key
         if not (path / "config.json").is_file():
             try:
-                from model2vec.distill import distill
-
-                model = distill(model_name=model_dir, pca_dims=self.pca_dims, sif_coefficient=self.sif, device="cpu", quantize_to="float32")
+                model = distill_deterministic(model_dir, self.pca_dims, self.sif)
             except Exception as exc:
                 raise EmbedderError(f"static embedder: model2vec distillation of {model_dir} failed: {exc}") from exc
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=self.cache_dir, prefix=".build-"))
             model.save_pretrained(str(tmp))
+            (tmp / CHECKSUM).write_text(table_checksum(model.embedding) + "\n", encoding="utf-8")
             try:
                 os.replace(tmp, path)  # atomic: a concurrent builder's whole folder wins
             except OSError:
                 shutil.rmtree(tmp, ignore_errors=True)
-        self._static = StaticModel.from_pretrained(str(path))
+        static = StaticModel.from_pretrained(str(path))
+        want = (path / CHECKSUM).read_text(encoding="utf-8").strip() if (path / CHECKSUM).is_file() else None
+        if want != table_checksum(static.embedding):
+            raise EmbedderError(f"static embedder: {path} does not match its {CHECKSUM}; delete the folder to rebuild it")
+        self._static = static
         return self._static
+
+    def checksum(self) -> str:
+        """sha256 of the distilled table (:func:`table_checksum`)."""
+        return table_checksum(self.load().embedding)
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Mean of the texts' token vectors, L2-normalised (a text with no tokens -> zero row)."""
