@@ -19,8 +19,8 @@ def test_headline_reads_heldout_ndcg_and_learned_cv(tmp_path):
         ("agent-memory", "default", "heldout", "all", "ndcg@10", 0.40571),
         ("agent-memory", "default", "all", "all", "ndcg@10", 0.99),  # not the headline subset
         ("agent-memory", "default", "heldout", "all", "mrr@10", 0.5),
-        ("agent-memory", "baseline:rrf", "heldout", "paraphrase", "ndcg@10", 0.1),  # a category row
-        ("agent-memory", "baseline:rrf", "heldout", "all", "ndcg@10", 0.7553),
+        ("agent-memory", "baseline:rrf@raw", "heldout", "paraphrase", "ndcg@10", 0.1),  # a category row
+        ("agent-memory", "baseline:rrf@raw", "heldout", "all", "ndcg@10", 0.7553),
     ])
     _results(tmp_path / "reports/locomo/latest/results.csv", [("locomo", "default", "all", "all", "ndcg@10", 0.19585)])
     (tmp_path / "reports/learned").mkdir(parents=True)
@@ -30,7 +30,7 @@ def test_headline_reads_heldout_ndcg_and_learned_cv(tmp_path):
         "transfer": {"trained on LoCoMo": {"agent-memory heldout": 0.63, "LoCoMo (all)": 0.508}}}}))
     table = headline_table(tmp_path)
     assert "| reference pipeline (spec defaults) | 0.406 | 0.196 |" in table
-    assert "| ranx RRF | 0.755 |  |" in table
+    assert "| ranx RRF (raw query) | 0.755 |  |" in table
     assert table.splitlines()[-1].endswith("| 0.656 | 0.505 |")
     assert "| trained on LoCoMo | 0.630 | 0.508 |" in learned_table(tmp_path)
 
