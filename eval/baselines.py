@@ -34,8 +34,10 @@ from memofs.text.tokenize import tokenize
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
 from memofs_eval.runner import Ranked, rank_scores
+from memofs_eval.ties import tie_rate
 
 Scored = dict[str, dict[str, float]]
+Top = dict[str, list[tuple[str, float]]]  # query -> (id, score) best first, tie-broken by id
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "combmnz": "mnz", "wsum": "wsum"}
 TUNABLE = ("rrf", "wsum")
 QUERY_TEXTS = ("raw", "rewritten")
@@ -92,8 +94,18 @@ def dense_scores(data: EvalData, query_texts: Mapping[str, str], k: int, embedde
     return out
 
 
-def _ranked(scored: Mapping[str, Mapping[str, float]], qids: Sequence[str], k: int) -> Ranked:
-    return {q: rank_scores(scored.get(q, {}), k) for q in qids}
+def _top(scored: Mapping[str, Mapping[str, float]], qids: Sequence[str], k: int) -> Top:
+    """Each query's top ``k`` with scores, in the pipeline's order (:func:`rank_scores`)."""
+    out: Top = {}
+    for q in qids:
+        s = scored.get(q, {})
+        out[q] = [(d, float(s[d])) for d in rank_scores(s, k)]
+    return out
+
+
+def top_ids(top: Top) -> Ranked:
+    """The ids of a scored run (what the metrics read)."""
+    return {q: [d for d, _ in pairs] for q, pairs in top.items()}
 
 
 _EMPTY = "\x00empty"  # stands in for a run's empty result list; never a memory id
@@ -114,12 +126,16 @@ def _runs(bm25: Scored, dense: Scored, qids: Sequence[str]) -> list[Run]:
 
 def fused(method: str, bm25: Scored, dense: Scored, qids: Sequence[str], k: int, params: dict | None = None) -> Ranked:
     """ranx fusion of the two runs for ``qids``, min-max normalised, tie-broken by id."""
+    return top_ids(_fused_top(method, bm25, dense, qids, k, params))
+
+
+def _fused_top(method: str, bm25: Scored, dense: Scored, qids: Sequence[str], k: int, params: dict | None = None) -> Top:
     if not qids:
         return {}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         run = fuse(_runs(bm25, dense, qids), norm="min-max", method=RANX_METHOD[method], params=params)
     scores = {q: {d: v for d, v in docs.items() if d != _EMPTY} for q, docs in run.to_dict().items()}
-    return _ranked(scores, qids, k)
+    return _top(scores, qids, k)
 
 
 def tuned_params(method: str, bm25: Scored, dense: Scored, judged: Mapping[str, Mapping[str, int]], metric: str) -> dict:
@@ -136,31 +152,43 @@ def baseline_runs(data: EvalData, methods: Sequence[str], query: str, query_text
     """Ranked runs per peer name (:func:`peer_label` of ``method`` and ``query``, the kind
     of text ``query_texts`` holds) and the tuned parameters per fold (``:tuned``: fitted on
     each fold's training queries, scored on its test queries only)."""
+    tops, params = baseline_scores(data, methods, query, query_texts, k, k1, b, embedder, cache_root, folds, metric)
+    return {label: top_ids(top) for label, top in tops.items()}, params
+
+
+def peer_tie_rates(tops: Mapping[str, Top]) -> dict[str, float]:
+    """Each peer's top-10 tie rate (:func:`memofs_eval.ties.tie_rate`), from its scored run."""
+    return {label: tie_rate(top) for label, top in tops.items()}
+
+
+def baseline_scores(data: EvalData, methods: Sequence[str], query: str, query_texts: Mapping[str, str], k: int, k1: float, b: float,
+                    embedder: str, cache_root, folds: Sequence[tuple[list[str], list[str]]], metric: str) -> tuple[dict[str, Top], dict[str, object]]:
+    """:func:`baseline_runs` with each ranked id's score kept (for tie rates)."""
     bm25 = bm25_scores(data, query_texts, k, k1, b)
     dense = dense_scores(data, query_texts, k, embedder, cache_root)
     qids = [q.id for q in data.queries]
-    runs: dict[str, Ranked] = {}
+    runs: dict[str, Top] = {}
     params_used: dict[str, object] = {}
     for m in methods:
         name, _, param = m.partition(":")
         label = peer_label(m, query)
         if name == "bm25s":
-            runs[label] = _ranked(bm25, qids, k)
+            runs[label] = _top(bm25, qids, k)
         elif name == "dense":
-            runs[label] = _ranked(dense, qids, k)
+            runs[label] = _top(dense, qids, k)
         elif param == "tuned" and name in TUNABLE:
-            ranked: Ranked = {}
+            ranked: Top = {}
             fold_params = []
             for train, test in folds:
                 p = tuned_params(name, bm25, dense, {q: data.qrels[q] for q in train}, metric)
                 fold_params.append(p)
-                ranked.update(fused(name, bm25, dense, test, k, p))
+                ranked.update(_fused_top(name, bm25, dense, test, k, p))
             runs[label] = ranked
             params_used[label] = fold_params
         elif name == "wsum":
             w = float(param) if param else 0.6
-            runs[label] = fused(name, bm25, dense, qids, k, {"weights": (1.0 - w, w)})
+            runs[label] = _fused_top(name, bm25, dense, qids, k, {"weights": (1.0 - w, w)})
             params_used[label] = {"weights": [1.0 - w, w], "order": ["bm25", "dense"]}
         else:
-            runs[label] = fused(name, bm25, dense, qids, k)
+            runs[label] = _fused_top(name, bm25, dense, qids, k)
     return runs, params_used

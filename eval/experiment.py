@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from memofs_eval import attribution as A
 from memofs_eval import measures as MS
 from memofs_eval import stats as S
-from memofs_eval.baselines import baseline_runs
+from memofs_eval.baselines import baseline_scores, peer_tie_rates, top_ids
 from memofs_eval.data import EvalData, load
 from memofs_eval.executor import LOCAL, Executor, closing_executor, open_executor
 from memofs_eval.folds import evaluation_folds
@@ -160,10 +160,11 @@ def run_dataset(spec: Spec, data: EvalData, variants: list[Variant], tune_cands:
         dcfg = spec.default_config()
         texts = {q.id: q.text for q in data.queries} if spec.baseline_query == "raw" else default_text
         metric = spec.tune.metric if spec.tune else spec.stats.metrics[0]
-        bruns, bparams = baseline_runs(data, spec.baselines, spec.baseline_query, texts, spec.k, dcfg.k1, dcfg.b,
-                                       spec.embedder, cache.root, folds, metric)
-        for name, ranked in bruns.items():
-            runs[name] = ranked
+        btops, bparams = baseline_scores(data, spec.baselines, spec.baseline_query, texts, spec.k, dcfg.k1, dcfg.b,
+                                         spec.embedder, cache.root, folds, metric)
+        tie_rates.update(peer_tie_rates(btops))
+        for name, top in btops.items():
+            runs[name] = ranked = top_ids(top)
             covered[name] = [q for q in qids if q in ranked]
             per_query[name] = evaluate(ranked, {q: data.qrels[q] for q in covered[name]})
         timings["baselines_s"] = t()

@@ -62,6 +62,7 @@ def test_study_peers_are_the_harness_peers(tmp_path, query):
     names = [n for n in dr.runs if n.startswith("baseline:")]
     assert sorted(names) == sorted(peers) and all(n.endswith(f"@{query}") for n in names)
     assert len(names) == len(spec.baselines)
+    assert all(0.0 <= dr.tie_rates[n] <= 1.0 for n in names)  # every peer reports its tie rate
     for n in names:
         assert {q: peers[n][q] for q in dr.runs[n]} == dr.runs[n], n
     for n, cfg in pipeline_configs(spec, ("default", "-recency", "-decay", "only:bm25", "only:vector")).items():
@@ -214,3 +215,29 @@ def test_learned_command_end_to_end_on_tiny(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert m.cv["locomo_leave_one_conversation_out"] == summary["cv"]["locomo_leave_one_conversation_out"]
     assert set(summary["cv"]["transfer"]) == {"trained on LoCoMo", "trained on agent-memory tune", "trained on both", "reference pipeline"}
+
+
+def test_peer_tie_rate_counts_equal_scores_by_hand():
+    """bm25s gives two documents the same score: both positions are tie-decided. Here the
+    BM25 run is {a: 2, b: 1, c: 1} (3 positions, 2 tied) and RRF over identical ranks of
+    BM25 and a dense run that ties nothing gives {a, b, c} distinct scores (0 tied)."""
+    from memofs_eval.baselines import peer_tie_rates
+    tops = {"baseline:bm25s@raw": {"q": [("a", 2.0), ("b", 1.0), ("c", 1.0)], "r": [("x", 1.0)]},
+            "baseline:rrf@raw": {"q": [("a", 0.3), ("b", 0.2), ("c", 0.1)]}}
+    assert peer_tie_rates(tops) == {"baseline:bm25s@raw": 2 / 4, "baseline:rrf@raw": 0.0}
+
+
+def test_baseline_scores_order_matches_baseline_runs(tmp_path):
+    """The scored peers and the id-only peers are one computation: same ids, same order."""
+    from memofs_eval.baselines import baseline_scores, top_ids
+    spec = _spec(tmp_path, "raw", embedder="none")
+    data = EvalData(spec.datasets[0], load(spec.datasets[0]))
+    folds, _ = evaluation_folds(data, 2, spec.seed)
+    texts = {q.id: q.text for q in data.queries}
+    args = (data, ["bm25s", "rrf"], "raw", texts, 10, 1.2, 0.75, "none", tmp_path, folds, "ndcg@10")
+    tops, _ = baseline_scores(*args)
+    runs, _ = baseline_runs(*args)
+    assert {k: top_ids(v) for k, v in tops.items()} == runs
+    for top in tops.values():
+        for pairs in top.values():
+            assert [s for _, s in pairs] == sorted((s for _, s in pairs), reverse=True)
