@@ -40,7 +40,7 @@ from typing import Any
 from memofs.files import secrets
 from memofs.store.cursor import SECTIONS, ContextCache, CursorError, cache_key
 from memofs.graph.entity_graph import EntityGraph
-from memofs.files.records import InvalidInputError
+from memofs.files.records import MEMORY_EXTRA_FIELDS, InvalidInputError
 from memofs.files.timestamps import iso
 
 HARD_CAP = 8192
@@ -504,6 +504,7 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
         out.update(kind=m.kind, created_at=iso(m.created_at) if m.created_at else None,
                    confidence=m.confidence, tags=list(m.tags),
                    anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
+        out.update({k: m.metadata[k] for k in MEMORY_EXTRA_FIELDS if k in m.metadata})  # upstream's fields
     pen = (r.explain or {}).get("penalties", [])
     out["stale"] = any(p.get("name") == "stale_anchor" for p in pen)
     if explain:

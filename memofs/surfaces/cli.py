@@ -165,6 +165,14 @@ def _live(ctx: typer.Context):
     return LiveStore(_store(ctx), embedder=_embedder())
 
 
+def _json_option(option: str, raw: str) -> Any:
+    """The JSON value of ``option``; one-line error naming the option when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
+
+
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
         raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
@@ -218,12 +226,18 @@ def remember(
     anchor: list[str] = typer.Option([], "--anchor", "-a", help="File (relative to the root) the memory is about; repeatable."),
     tag: list[str] = typer.Option([], "--tag", "-t", help="Tag; repeatable."),
     supersedes: list[str] = typer.Option([], "--supersedes", help="Id of a memory this one replaces; repeatable."),
+    title: Optional[str] = typer.Option(None, "--title", help="Title (upstream's; at most 512 characters)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Where the memory came from (at most 512 characters)."),
+    source_ref: list[str] = typer.Option([], "--source-ref", help='Source reference as a JSON object with "sourceType" (and path, url, ...); repeatable.'),
+    metadata: Optional[str] = typer.Option(None, "--metadata", "--metadata-json", help="Your own metadata, a JSON object."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Store a memory (secrets are refused; anchors are hashed now)."""
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
+        refs = [_json_option("--source-ref", raw) for raw in source_ref]
+        meta = _json_option("--metadata", metadata) if metadata is not None else None
         body = _read_stdin() if text == "-" else text
         if kind not in MEMORY_KINDS:
             raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
@@ -232,7 +246,8 @@ def remember(
         # to the next recall (which embeds what is missing and persists it)
         embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
         m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
-                           supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder)
+                           supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder,
+                           title=title, source=source, source_refs=refs or None, metadata=meta)
         if as_json:
             from memofs.store.project import memory_to_json
 
@@ -354,6 +369,50 @@ def context(
     _guard(run)
 
 
+@app.command("import", epilog=(
+    "Examples:\n\n"
+    "  memofs import --dry-run\n\n"
+    "  memofs import --json"
+))
+def import_(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Say what would be imported; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Make an upstream (TypeScript) MemoFS store in the project root a memofs store:
+    notes.md memories and matching embedding lines are imported, upstream's config keys
+    moved aside; graph files are read as they are. Rewritten files are first copied under
+    .memofs/upstream/. A second import does nothing."""
+    as_json = as_json or ctx.obj.json
+
+    def run() -> None:
+        from memofs.store.upstream import apply_import, plan_import
+
+        store = _store(ctx)
+        plan = plan_import(store)
+        if not dry_run and plan.changes:
+            apply_import(store, plan)
+        if as_json:
+            _emit({"dry_run": dry_run, **plan.to_dict()})
+            return
+        verb = "would import" if dry_run else "imported"
+        typer.echo(f"{verb} {len(plan.memories)} memories from .memofs/memory/notes.md "
+                   f"({plan.already} already imported)")
+        typer.echo(f"embeddings: {len(plan.embeddings)} upstream vectors reused, "
+                   f"{len(plan.embeddings_not_reused)} left for the next recall to embed")
+        for line in plan.embeddings_not_reused:
+            typer.echo(f"  not reused: {line}")
+        typer.echo(f"config.json: {'upstream embedder keys moved to recall.upstream' if plan.config else 'unchanged'}; "
+                   f"manifest.json: {'memofs paths added' if plan.manifest else 'unchanged'}")
+        typer.echo(f"graph: {plan.graph[0]} nodes, {plan.graph[1]} edges (read as they are)")
+        for w in plan.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        if not plan.changes:
+            typer.echo("nothing to do" if not dry_run else "nothing would change")
+
+    _guard(run)
+
+
 def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     """Store health facts and problems (``status`` and ``doctor``). Every check runs even
     when an earlier one fails: each failure is one line in ``problems``. ``doctor``
@@ -380,10 +439,15 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
         if not f.exists():
             problems.append(f"missing {p.rel(f)} (run `memofs init` to recreate it)")
     problems.extend(store.manifest_problems())
-    check(store.recall_config)
+    warnings.extend(check(lambda: store.recall_config_notes()[1], []))
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
+    from memofs.store.upstream import pending_notes
+
+    if pending := pending_notes(store, {m.id for m in memories}):
+        warnings.append(f"{p.rel(p.dir / 'memory' / 'notes.md')} holds {pending} upstream MemoFS note(s) "
+                        "not imported; run `memofs import`")
     events = check(lambda: read_jsonl(p.events))
     if events is not None:
         warnings.extend(events[1])
