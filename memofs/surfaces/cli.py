@@ -325,7 +325,12 @@ def context(
     budget: Optional[int] = typer.Option(None, "--budget", help="Byte budget (1024..8192 compact, default 8192; expand default 64000)."),
     section: Optional[str] = typer.Option(None, "--section", help="Section to expand: entities, recall, recent, notes."),
     expand: Optional[str] = typer.Option(None, "--expand", help="Expansion cursor from a briefing footer."),
-    max_chars: Optional[int] = typer.Option(None, "--max-chars", help="Upstream's name for --budget (bytes)."),
+    max_chars: Optional[int] = typer.Option(None, "--max-chars", help="Upstream's flag: --budget with --detail full (unless --detail is given)."),
+    detail: Optional[str] = typer.Option(None, "--detail", help="compact (default: <= 8192 bytes, cursors) or full (every result, default 64000 bytes)."),
+    include_core: bool = typer.Option(True, "--include-core/--no-include-core", help="Core Memory section."),
+    include_notes: Optional[bool] = typer.Option(None, "--include-notes/--no-include-notes", help="Notes Memory (compact: shown unless --no-include-notes; full: only with --include-notes)."),
+    include_recent: bool = typer.Option(True, "--include-recent/--no-include-recent", help="Recent Memory Events section."),
+    include_graph: bool = typer.Option(True, "--include-graph/--no-include-graph", help="Entities section."),
     mark_session_start: bool = typer.Option(False, "--mark-session-start", help="Record a memory.indexed event {hook: session-start}; the query defaults to 'current task' (upstream's session-start hook)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -333,7 +338,7 @@ def context(
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
-        from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, briefing_for, expand_context
+        from memofs.store.briefing import DETAILS, EXPAND_BUDGET, ContextOptions, briefing_for, expand_context
         from memofs.store.cursor import SECTIONS, FileContextCache
 
         if section is not None and section not in SECTIONS:
@@ -341,6 +346,12 @@ def context(
         if budget is not None and max_chars is not None and budget != max_chars:
             raise CliError("--budget and --max-chars are the same setting; give one")
         size = budget if budget is not None else max_chars
+        if detail is not None and detail not in DETAILS:
+            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {detail!r}")
+        # upstream's `context` is always the full briefing; --max-chars is its flag
+        options = ContextOptions(detail=detail or ("full" if max_chars is not None else "compact"),
+                                 include_core=include_core, include_notes=include_notes,
+                                 include_recent=include_recent, include_graph=include_graph)
         store = _store(ctx)
         q = query if query is not None or not mark_session_start else "current task"
         if mark_session_start:
@@ -357,7 +368,7 @@ def context(
             live = LiveStore(store, embedder=_embedder())
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = briefing_for(live, cache, query=query_, now=store.clock(), task_type=_task(task_type),
-                             max_bytes=HARD_CAP if size is None else size)
+                             max_bytes=size, options=options)
         b.warnings = [*cache.warnings, *b.warnings]  # a damaged cache was discarded
         if as_json:
             _emit(b.to_dict())

@@ -4,8 +4,10 @@
 Tools (facts section 11; the agent-session tools are not served):
 
 * ``memofs.recall``  {query, limit, taskType, explain} -> {items: [{id, text, score, ...}]}
-* ``memofs.context`` {query, taskType, maxBytes, limit, section, expand} -> briefing
-  (an expand call happens when ``expand`` is given; ``section`` defaults to the cursor's)
+* ``memofs.context`` {query, taskType, maxBytes, limit, section, expand, detail,
+  includeCore, includeNotes, includeRecent, includeGraph} -> briefing (an expand call
+  happens when ``expand`` is given; ``section`` defaults to the cursor's; the rest:
+  :class:`~memofs.store.briefing.ContextOptions`)
 * ``memofs.remember`` {content, kind, confidence, tags, anchors, supersedes, title, source,
   sourceRefs, metadata} -> {id, created, memory, sourceRefs?} (upstream's fields kept and returned)
 * ``memofs.consolidate`` {apply, now} -> {plan, retirementsApplied, applied}: retire what
@@ -43,7 +45,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, MAX_BUDGET, MIN_BUDGET, briefing_for, expand_context, result_dict
+from memofs.store.briefing import (DETAILS, EXPAND_BUDGET, MAX_BUDGET, MIN_BUDGET, ContextOptions, briefing_for,
+                                   expand_context, result_dict)
 from memofs.store.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache
 from memofs.text.lexicon import TASK_TYPES
 from memofs.files.records import (MAX_SOURCE_CHARS, MAX_SOURCE_REFS, MAX_TITLE_CHARS, MEMORY_KINDS, InvalidInputError,
@@ -91,6 +94,12 @@ TOOLS: dict[str, dict[str, Any]] = {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
                 "section": {"type": "string", "enum": list(SECTIONS)},
                 "expand": {"type": "string", "maxLength": MAX_CURSOR_CHARS},
+                "detail": {"type": "string", "enum": list(DETAILS), "default": "compact",
+                           "description": "full: every recall result and recent event, up to 262144 bytes (default 64000), no cursors."},
+                "includeCore": {"type": "boolean", "default": True},
+                "includeNotes": {"type": "boolean", "description": "Notes Memory: shown in compact unless false; in full only if true."},
+                "includeRecent": {"type": "boolean", "default": True},
+                "includeGraph": {"type": "boolean", "default": True, "description": "false drops the Entities section."},
             },
         },
         "annotations": {"readOnlyHint": True},
@@ -216,6 +225,13 @@ def _enum(args: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str | No
     return value
 
 
+def _bool(args: dict[str, Any], name: str) -> bool | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise _invalid(f"{name} must be a boolean.")
+    return value
+
+
 def _str_list(args: dict[str, Any], name: str, max_items: int) -> list[str]:
     value = args.get(name)
     if value is None:
@@ -296,8 +312,12 @@ class MemofsTools:
         if expand is not None:
             return expand_context(self.cache, expand, section, max_bytes or EXPAND_BUDGET).to_dict()
         query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
+        flags = {name: _bool(args, key) for name, key in (("include_core", "includeCore"), ("include_notes", "includeNotes"),
+                                                          ("include_recent", "includeRecent"), ("include_graph", "includeGraph"))}
+        options = ContextOptions(detail=_enum(args, "detail", DETAILS) or "compact",
+                                 **{k: v for k, v in flags.items() if v is not None})
         b = briefing_for(self.live, self.cache, query=query, now=self.now(), task_type=_enum(args, "taskType", TASK_TYPES),
-                         max_bytes=max_bytes or HARD_CAP, limit=_int(args, "limit", 1, MAX_LIMIT))
+                         max_bytes=max_bytes, limit=_int(args, "limit", 1, MAX_LIMIT), options=options)
         return b.to_dict()
 
     def remember(self, args: dict[str, Any]) -> dict[str, Any]:
