@@ -6,6 +6,7 @@ store by ``memofs import`` and recalled from through the CLI."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -275,3 +276,34 @@ def test_note_without_id_gets_a_stable_one() -> None:
     m = note_to_memory(note, "notes.md")
     assert isinstance(m, Memory) and m.id == "mem_" + fingerprint(f"{CLI_TS}:{CLI_TEXT}")
     assert m.confidence == 1.0 and m.tags == () and m.metadata == {"writer": "alice"}
+
+
+class _SameModel:
+    """Stands for our MiniLM (its name and dimension) and counts what it is asked to encode."""
+
+    name, dim = MINILM, 384
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def encode(self, texts):
+        self.encoded += list(texts)
+        return np.ones((len(texts), self.dim), dtype=np.float32) / np.sqrt(self.dim)
+
+
+def test_rehydration_reuses_the_imported_vector(upstream: Path) -> None:
+    from memofs.store.project import rehydrate
+
+    cli(upstream, "import")
+    emb = _SameModel()
+    state = rehydrate(Store.open(upstream), embedder=emb)
+    assert state.loaded_vectors == 1 and emb.encoded == [CLI_TEXT]  # upstream's vector, not re-embedded
+    hits = state.recaller.recall("tenant metadata postgres", 2, now=datetime(2026, 7, 4, tzinfo=timezone.utc))
+    assert hits[0].id == PG_ID
+
+
+def test_recall_before_import_says_so(upstream: Path) -> None:
+    res = runner.invoke(app, ["--root", str(upstream), "recall", "-q", "postgres"], env=ENV)
+    assert res.exit_code == 0 and "No memories matched." in res.stdout
+    assert "notes.md holds 2 upstream MemoFS note(s) not imported; run `memofs import`" in res.stderr
+    assert "key 'recall.embeddingModel' is upstream MemoFS's embedder setting" in res.stderr

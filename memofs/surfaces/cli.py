@@ -173,6 +173,15 @@ def _json_option(option: str, raw: str) -> Any:
         raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
 
 
+def _import_hint(store: Any, memories: list[Any]) -> list[str]:
+    """One warning when an upstream notes.md holds notes ``memofs import`` has not brought in."""
+    from memofs.store.upstream import NOTES_FILE, pending_notes
+
+    pending = pending_notes(store, {m.id for m in memories})
+    return [f"{store.paths.rel(store.paths.dir / NOTES_FILE)} holds {pending} upstream MemoFS note(s) "
+            "not imported; run `memofs import`"] if pending else []
+
+
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
         raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
@@ -284,10 +293,11 @@ def recall(
         state = live.state()
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
         rows = [result_dict(r, explain) for r in results]
+        warnings = [*state.warnings, *_import_hint(live.store, state.memories)]
         if as_json:
-            _emit({"query": query, "results": rows, "warnings": state.warnings})
+            _emit({"query": query, "results": rows, "warnings": warnings})
             return
-        for w in state.warnings:
+        for w in warnings:
             typer.echo(f"warning: {w}", err=True)
         if not rows:
             typer.echo("No memories matched.")
@@ -454,11 +464,7 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
-    from memofs.store.upstream import pending_notes
-
-    if pending := pending_notes(store, {m.id for m in memories}):
-        warnings.append(f"{p.rel(p.dir / 'memory' / 'notes.md')} holds {pending} upstream MemoFS note(s) "
-                        "not imported; run `memofs import`")
+    warnings.extend(_import_hint(store, memories))
     events = check(lambda: read_jsonl(p.events))
     if events is not None:
         warnings.extend(events[1])
