@@ -140,6 +140,13 @@ def test_import_then_recall_sees_the_same_memories(upstream: Path) -> None:
     assert res.exit_code == 0, info["problems"]
     assert info["memories"] == 2 and info["warnings"] == []
     assert info["graph"]["nodes"] >= 2
+    # upstream's memory.created event is kept, not repeated; the CLI-written note gets one
+    events = [json.loads(x) for x in (upstream / ".memofs/events/memory-events.jsonl").read_text().splitlines()]
+    created = [e["metadata"]["id"] for e in events if e["type"] == "memory.created"]
+    assert created == [PG_ID, cli_id] and events[0]["id"] == "evt_1a2b3c4d"
+    # nothing derived is missing: doctor (events and graph facts of every memory) is clean
+    res = runner.invoke(app, ["--root", str(upstream), "doctor"], env=ENV)
+    assert res.exit_code == 0, res.output
 
 
 def test_dry_run_writes_nothing_and_second_import_is_idempotent(upstream: Path) -> None:

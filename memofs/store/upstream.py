@@ -295,14 +295,14 @@ def apply_import(store: Store, plan: ImportPlan) -> None:
         if plan.memories:
             repair_tail(p.memories, p.tmp)
             repair_tail(p.events, p.tmp)
-            rows, _ = read_jsonl(p.events)
-            logged = {o.get("metadata", {}).get("id") for _, o in rows
-                      if o.get("type") == "memory.created" and isinstance(o.get("metadata"), dict)}
+            # what upstream's event log and graph already hold for these notes is not repeated
+            no_event, no_facts = store.missing_derived(plan.memories)
+            unlogged = {m.id for m in no_event}
             for m in plan.memories:
                 append_line(p.memories, memory_to_json(m))
-                if m.id not in logged:
+                if m.id in unlogged:
                     append_line(p.events, store._created_event(m))
-            store._extract_graph(m.text for m in plan.memories)
+            store._extract_graph(m.text for m in no_facts)
         if plan.embeddings_rewrite:
             with EmbeddingsFile(p.embeddings).lock:  # the lock every vector writer takes
                 _backup(store, p.embeddings)
