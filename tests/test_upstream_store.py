@@ -314,3 +314,11 @@ def test_recall_before_import_says_so(upstream: Path) -> None:
     assert res.exit_code == 0 and "No memories matched." in res.stdout
     assert "notes.md holds 2 upstream MemoFS note(s) not imported; run `memofs import`" in res.stderr
     assert "key 'recall.embeddingModel' is upstream MemoFS's embedder setting" in res.stderr
+
+
+def test_markdown_heading_inside_a_note_is_content() -> None:
+    from memofs.files.notes_md import parse_notes
+
+    doc = "# Notes\n\n## 2026-07-01T10:00:00Z\n- kind: reference\n\nRunbook\n\n## Steps\n\n1. drain\n\n## 2026-07-02T10:00:00Z\n- kind: note\n\nNext\n"
+    first, second = parse_notes(doc)
+    assert first.content == "Runbook\n\n## Steps\n\n1. drain" and second.content == "Next"
