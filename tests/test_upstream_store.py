@@ -322,3 +322,15 @@ def test_markdown_heading_inside_a_note_is_content() -> None:
     doc = "# Notes\n\n## 2026-07-01T10:00:00Z\n- kind: reference\n\nRunbook\n\n## Steps\n\n1. drain\n\n## 2026-07-02T10:00:00Z\n- kind: note\n\nNext\n"
     first, second = parse_notes(doc)
     assert first.content == "Runbook\n\n## Steps\n\n1. drain" and second.content == "Next"
+
+
+def test_index_text_vector_is_named_not_reused(tmp_path: Path) -> None:
+    root = write_upstream(tmp_path)
+    emb = root / ".memofs" / "indexes" / "embeddings.jsonl"
+    row = json.loads(emb.read_text().splitlines()[0])
+    row["text"] = "Tenant database\n" + PG_TEXT  # upstream's (title ?? first 80 chars) + "\n" + content
+    emb.write_text(json.dumps(row) + "\n")
+    out = json.loads(cli(root, "import", "--json").stdout)
+    assert out["embeddings_reused"] == 0
+    assert out["embeddings_not_reused"] == [f"{emb}:1: {row['id']}: embeds title and text of {PG_ID}; "
+                                            "memofs embeds the text alone"]

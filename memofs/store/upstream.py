@@ -14,7 +14,9 @@ What upstream keeps where (upstream-facts.md section 10) and what becomes of it:
   matches. ``recall.embeddingModel`` (default ``Xenova/all-MiniLM-L6-v2``: the same
   weights, mean pooling and unit length as our local MiniLM) must name a model in
   :data:`SAME_MODEL` and the vector must have its dimension; a line whose text is a whole
-  imported memory's text becomes that memory's line in our format. Other lines (a chunk of
+  memory's text becomes that memory's line in our format. A vector of upstream's index
+  text (``(title ?? first 80 characters) + "\n" + content``) is of another string, so it is
+  named and not reused. Other lines (a chunk of
   a long note, core.md, another model) are reported and re-embedded by the next recall.
 * ``config.json`` ``recall`` keys: read as they are by every recall
   (:func:`split_recall_config`): ``engine`` is mapped (``lexical`` -> ``use_vector``
@@ -178,6 +180,12 @@ def _upstream_embedding(obj: dict[str, Any], where: str) -> tuple[str, str, list
     return obj["id"], obj["text"], vec
 
 
+def _index_text(m: Memory) -> str:
+    """Upstream's BM25/extraction text of a note: ``(title ?? first 80 chars) + "\n" + content``."""
+    title = m.metadata.get("title")
+    return f"{title if isinstance(title, str) and title else m.text[:80]}\n{m.text}"
+
+
 def _json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when the file is missing."""
     try:
@@ -235,6 +243,9 @@ def plan_import(store: Store) -> ImportPlan:
     rows, warnings = read_jsonl(p.embeddings)
     plan.warnings += warnings
     by_text = {text_sha256(m.text): m for m in [*stored, *notes]}
+    # a vector of upstream's index text ``(title ?? first 80 characters) + "\n" + content``
+    # (facts section 2) is of another string than the one memofs embeds: named, not reused
+    by_index_text = {text_sha256(_index_text(m)): m for m in [*stored, *notes]}
     target = SAME_MODEL.get(model) if isinstance(model, str) else None
     converted: dict[str, EmbeddingRecord] = {}
     raw_lines = safe_json.read_bytes(p.embeddings).split(b"\n") if p.embeddings.exists() else []
@@ -246,11 +257,15 @@ def plan_import(store: Store) -> ImportPlan:
             continue
         plan.embeddings_rewrite = True
         line_id, text, vec = up
-        mem = by_text.get(text_sha256(text.replace("\r\n", "\n").strip()))
+        digest = text_sha256(text.replace("\r\n", "\n").strip())
+        mem = by_text.get(digest)
         if target is None:
             plan.embeddings_not_reused.append(f"{where}: {line_id}: model {model!r} is not one memofs runs")
         elif len(vec) != target[1]:
             plan.embeddings_not_reused.append(f"{where}: {line_id}: {len(vec)} dimensions, {model} has {target[1]}")
+        elif mem is None and digest in by_index_text:
+            plan.embeddings_not_reused.append(f"{where}: {line_id}: embeds title and text of {by_index_text[digest].id}; "
+                                              "memofs embeds the text alone")
         elif mem is None:
             plan.embeddings_not_reused.append(f"{where}: {line_id}: its text is not a whole memory (a chunk or core.md)")
         else:
