@@ -181,3 +181,36 @@ def test_upstream_flags(proj: Path) -> None:
     res = run(proj, "status", "--hook")  # a hook never blocks the agent
     assert res.stdout.strip() == "memofs: 1 memories, 0 stale anchors, 1 problems (run memofs doctor)"
     assert "memofs: problem: orphan temp file" in res.stderr
+
+
+def test_remember_upstream_fields_kept_and_returned(proj: Path) -> None:
+    ref = '{"sourceType": "document", "path": "docs/adr/0007.md"}'
+    m = jrun(proj, "remember", "Retries back off exponentially up to 30 s", "--kind", "constraint",
+             "--title", "Retry policy", "--source", "design-review", "--source-ref", ref,
+             "--metadata", '{"owner": "platform", "reviewed": true}')
+    assert (m["title"], m["source"], m["sourceRefs"], m["metadata"]) == (
+        "Retry policy", "design-review", [json.loads(ref)], {"owner": "platform", "reviewed": True})
+    assert m["created_at"].endswith("Z") and "+00:00" not in m["created_at"]
+    hit = jrun(proj, "recall", "--query", "retries back off")["results"][0]
+    assert hit["id"] == m["id"] and hit["title"] == "Retry policy" and hit["metadata"]["owner"] == "platform"
+    assert hit["created_at"] == m["created_at"]
+    # upstream's own flag name for the metadata works too
+    m2 = jrun(proj, "remember", "Timeouts are 5 s", "--metadata-json", '{"owner": "infra"}')
+    assert m2["metadata"] == {"owner": "infra"}
+    # the memory.created event summary is the title, as upstream writes it
+    events = [json.loads(line) for line in (proj / ".memofs/events/memory-events.jsonl").read_text().splitlines()]
+    assert [e["summary"] for e in events if e["metadata"]["id"] == m["id"]] == ["Retry policy"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--metadata", "{nope"], "memofs: error: --metadata is not JSON (Expecting property name enclosed in double quotes at character 1): '{nope'"),
+    (["--metadata", "[1, 2]"], "memofs: error: field 'metadata' must be a JSON object; got list"),
+    (["--source-ref", '{"path": "a.md"}'], "memofs: error: field 'sourceRefs[0]' must be an object with a non-empty string 'sourceType'"),
+    (["--source-ref", '{"sourceType": "web", "url": "ftp://x"}'], "memofs: error: field 'sourceRefs[0]': 'url' must be an http(s) URL; got 'ftp://x'"),
+    (["--title", "x" * 513], "memofs: error: field 'title' has 513 characters; the limit is 512"),
+    (["--title", "AKIAIOSFODNN7EXAMPLE"], "memofs: error: Write blocked: content matched 1 secret pattern(s) (aws_access_key_id)."),
+])
+def test_remember_upstream_fields_refused_in_one_line(proj: Path, args: list[str], message: str) -> None:
+    res = run(proj, "remember", "Some durable fact about the build", *args, code=1)
+    assert res.stderr.strip() == message
+    assert (proj / ".memofs/memory/memories.jsonl").read_text() == ""

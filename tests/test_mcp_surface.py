@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -30,10 +31,17 @@ from memofs.surfaces.mcp_server import PROMPTS, RESOURCES, TOOLS, MemofsTools, T
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 MEMOFS = str(Path(sys.executable).with_name("memofs"))
-ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1", "PATH": os.environ.get("PATH", "")}
+ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1", "PATH": os.environ.get("PATH", ""),
+       # the server process imports the code under test, wherever PYTHONPATH puts it
+       **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = ["We chose Cloudflare D1 for tenant metadata", "JWT tokens expire after 24 hours",
          "OAuth replaced JWT for the admin console"]
+
+
+REMEMBER = {"content": "Staging deploys freeze on Friday afternoons", "kind": "constraint", "title": "Deploy freeze",
+            "source": "ops-handbook", "sourceRefs": [{"sourceType": "document", "path": "docs/ops.md"}],
+            "metadata": {"team": "platform", "ticket": 42}}
 
 
 def _store(root: Path) -> Store:
@@ -66,6 +74,11 @@ async def _exercise(session: ClientSession) -> dict:
     out["preview"] = (await session.call_tool("memofs.consolidate", {})).structured_content
     out["apply"] = (await session.call_tool("memofs.consolidate", {"apply": True, "now": "2026-03-02T00:00:00Z"})).structured_content
     out["recall"] = (await session.call_tool("memofs.recall", {"query": "tenant metadata"})).structured_content
+    out["remember"] = (await session.call_tool("memofs.remember", REMEMBER)).structured_content
+    out["recalled"] = (await session.call_tool("memofs.recall", {"query": "staging deploys freeze"})).structured_content
+    out["notes"] = (await session.read_resource("memofs://memory/notes")).contents[0].text
+    out["bad_ref"] = (await session.call_tool("memofs.remember", {"content": "Staging deploys are frozen on Fridays",
+                                                                  "sourceRefs": [{"path": "../secrets"}]}))
     return out
 
 
@@ -131,6 +144,7 @@ def test_same_surface_over_both_transports(both, transport: str) -> None:
     assert read["memofs://memory/core"] == (root / ".memofs/memory/core.md").read_text()
     # the notes resource is upstream's notes.md: parsed back, it is every stored memory
     stored = [json.loads(line) for line in (root / ".memofs/memory/memories.jsonl").read_text().splitlines()]
+    stored = stored[:len(TEXTS)]  # read before the exercise's own remember call
     notes = parse_notes(read["memofs://memory/notes"])
     assert [(n.metadata["id"], n.content, n.kind, n.tags, n.confidence) for n in notes] == \
         [(r["id"], r["text"], "decision", tuple(r["tags"]), 0.9) for r in stored]
@@ -246,3 +260,27 @@ def test_malformed_notes_name_file_line_and_field(text: str, message: str) -> No
     with pytest.raises(InvalidInputError) as info:
         parse_notes(text, "n.md")
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_remember_keeps_and_returns_upstream_fields(both, transport: str) -> None:
+    root, out = both[transport]
+    r = out["remember"]
+    assert r["created"] is True and r["sourceRefs"] == REMEMBER["sourceRefs"]
+    m = r["memory"]
+    assert (m["title"], m["source"], m["sourceRefs"], m["metadata"]) == (
+        "Deploy freeze", "ops-handbook", REMEMBER["sourceRefs"], {"team": "platform", "ticket": 42})
+    z_format = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")  # one format: UTC, Z suffix
+    assert z_format.fullmatch(m["created_at"])
+    hit = out["recalled"]["items"][0]
+    assert hit["id"] == r["id"] and hit["title"] == "Deploy freeze" and hit["metadata"]["ticket"] == 42
+    assert hit["created_at"] == m["created_at"]
+    # the notes resource renders the memory as upstream writes it: user metadata spread last
+    entry = next(n for n in parse_notes(out["notes"]) if n.metadata.get("id") == r["id"])
+    assert entry.title == "Deploy freeze" and entry.source == "ops-handbook"
+    assert entry.metadata == {"id": r["id"], "sourceRefs": REMEMBER["sourceRefs"], "team": "platform", "ticket": 42}
+    # kept on disk: a fresh load of the store returns the same fields
+    stored = next(m for m in Store.open(root).load().memories if m.id == r["id"])
+    assert stored.metadata["metadata"] == {"team": "platform", "ticket": 42}
+    bad = out["bad_ref"]
+    assert bad.is_error and "sourceRefs[0]" in bad.content[0].text and "MCP_VALIDATION_ERROR" in bad.content[0].text

@@ -78,7 +78,7 @@ def parse_notes(text: str, where: str = "notes.md") -> list[Note]:
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     i = 0
     while i < len(lines):
-        m = _HEADING.match(lines[i])
+        m = _heading(lines, i)
         if not m:
             i += 1
             continue
@@ -95,7 +95,7 @@ def parse_notes(text: str, where: str = "notes.md") -> list[Note]:
             _set_field(note, name, value, f"{where}:{i + 1}")
             i += 1
         body: list[str] = []
-        while i < len(lines) and not _HEADING.match(lines[i]):
+        while i < len(lines) and not _heading(lines, i):
             body.append(lines[i])
             i += 1
         note.content = "\n".join(body).strip()
@@ -103,6 +103,20 @@ def parse_notes(text: str, where: str = "notes.md") -> list[Note]:
             raise InvalidInputError(f"{where}:{start}: note has no content")
         notes.append(note)
     return notes
+
+
+def _heading(lines: list[str], i: int) -> re.Match[str] | None:
+    """The note heading at line ``i``: ``## <ISO timestamp>[ — title]``, or a ``## `` line
+    followed by a field line (so a mistyped timestamp is an error, not text). Any other
+    ``## `` line is Markdown inside a note's content."""
+    m = _HEADING.match(lines[i])
+    if not m:
+        return None
+    try:
+        datetime.fromisoformat(m.group(1).replace("Z", "+00:00"))
+        return m
+    except ValueError:
+        return m if i + 1 < len(lines) and _FIELD.match(lines[i + 1]) else None
 
 
 def _set_field(note: Note, name: str, value: str, where: str) -> None:

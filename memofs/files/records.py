@@ -46,7 +46,8 @@ GRAPH_STATUSES: tuple[str, ...] = ("active", "deprecated", "retired", "conflicte
 
 @dataclass(frozen=True)
 class GraphNode:
-    """An entity-graph node (concept, tool, decision, ...) with label and aliases."""
+    """An entity-graph node (concept, tool, decision, ...) with label and aliases;
+    ``confidence`` and ``importance`` default as upstream's (1 and 0.5, facts section 8)."""
 
     id: str
     label: str
@@ -54,6 +55,10 @@ class GraphNode:
     aliases: tuple[str, ...] = ()
     status: str = "active"
     summary: str = ""
+    confidence: float = 1.0
+    importance: float = 0.5
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    """Upstream record fields memofs keeps but does not use (metadata, sourceRefs, times)."""
 
 
 @dataclass(frozen=True)
@@ -64,3 +69,72 @@ class GraphEdge:
     target: str
     type: str
     status: str = "active"
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    """Upstream record fields memofs keeps but does not use (id, weight, confidence, ...)."""
+
+
+MAX_TITLE_CHARS = 512
+MAX_SOURCE_CHARS = 512
+MAX_SOURCE_REFS = 100
+MEMORY_EXTRA_FIELDS: tuple[str, ...] = ("title", "source", "writer", "sourceRefs", "metadata")
+"""Upstream's remember fields (facts sections 10 and 11, ``memofs.remember``), kept in
+:attr:`Memory.metadata` under these keys and written as top-level keys of a
+``memories.jsonl`` line: ``title`` (<= 512 characters), ``source`` (<= 512), ``writer``,
+``sourceRefs`` (<= 100 objects, each with a string ``sourceType``) and ``metadata`` (the
+caller's own JSON object)."""
+
+
+def memory_extras(*, title: object = None, source: object = None, writer: object = None,
+                  source_refs: object = None, metadata: object = None) -> dict:
+    """The upstream remember fields, validated, as :attr:`Memory.metadata` holds them
+    (absent ones left out). Raises :class:`InvalidInputError` naming the field.
+
+    A sourceRef follows upstream's rules: an object with a string ``sourceType``; a ``url``
+    must be http(s); a ``path`` must be relative to the workspace (no leading ``/``, no
+    ``..``)."""
+    out: dict = {}
+    for name, value, limit in (("title", title, MAX_TITLE_CHARS), ("source", source, MAX_SOURCE_CHARS),
+                               ("writer", writer, MAX_SOURCE_CHARS)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInputError(f"field {name!r} must be a string; got {type(value).__name__}")
+        value = value.strip()
+        if len(value) > limit:
+            raise InvalidInputError(f"field {name!r} has {len(value)} characters; the limit is {limit}")
+        if value:
+            out[name] = value
+    if source_refs is not None:
+        if not isinstance(source_refs, (list, tuple)) or len(source_refs) > MAX_SOURCE_REFS:
+            raise InvalidInputError(f"field 'sourceRefs' must be a list of at most {MAX_SOURCE_REFS} objects")
+        for j, ref in enumerate(source_refs):
+            where = f"field 'sourceRefs[{j}]'"
+            if not isinstance(ref, dict) or not isinstance(ref.get("sourceType"), str) or not ref["sourceType"].strip():
+                raise InvalidInputError(f"{where} must be an object with a non-empty string 'sourceType'")
+            url, path = ref.get("url"), ref.get("path")
+            if url is not None and (not isinstance(url, str) or not url.lower().startswith(("http://", "https://"))):
+                raise InvalidInputError(f"{where}: 'url' must be an http(s) URL; got {url!r}")
+            if path is not None and (not isinstance(path, str) or path.startswith(("/", "\\"))
+                                     or ".." in path.replace("\\", "/").split("/")):
+                raise InvalidInputError(f"{where}: 'path' must be relative to the workspace; got {path!r}")
+        if source_refs:
+            out["sourceRefs"] = [dict(r) for r in source_refs]
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidInputError(f"field 'metadata' must be a JSON object; got {type(metadata).__name__}")
+        if metadata:
+            out["metadata"] = dict(metadata)
+    return out
+
+
+def upstream_note_metadata(memory: Memory) -> dict:
+    """The ``metadata`` upstream writes for a note (facts section 10, writeMemory step 4):
+    ``{id, sourceRefs?, ...userMetadata}``, the caller's metadata spread last (it may
+    override, as upstream's does)."""
+    meta: dict = {"id": memory.id}
+    if memory.metadata.get("sourceRefs"):
+        meta["sourceRefs"] = memory.metadata["sourceRefs"]
+    user = memory.metadata.get("metadata")
+    if isinstance(user, dict):
+        meta.update(user)
+    return meta

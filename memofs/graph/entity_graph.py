@@ -9,7 +9,9 @@ Differences from upstream:
 
 * :meth:`bm25_documents` indexes ``label summary aliases``; upstream indexes only
   ``label summary``. Aliases let an abbreviation ("pg") reach the node's document.
-* Records carry no source refs, so rendered lines have no ``↳ source:`` provenance line.
+* Upstream's sourceRefs (and its other record fields) are kept verbatim (``extra``) but
+  not rendered, so lines have no ``↳ source:`` provenance line. Upstream's edge rows
+  (``from``/``to``) are read as they are and written back as ``source``/``target``.
 * :meth:`consolidate` does the supersedes retirements only, no alias/label merges (merges
   delete the merged-away node; the brief asks that nothing is deleted). Retired items get
   status ``retired`` (upstream writes ``deprecated``; both are filtered from recall) and a
@@ -50,6 +52,16 @@ _DEAD_EDGE_STATUSES = frozenset({"deprecated", "deleted", "retired"})
 STATE_EDGE_TYPES: tuple[str, ...] = ("uses", "prefers", "depends_on", "supersedes")
 """Outgoing edge types that make up an entity's state, in display order."""
 SUPERSEDES = "supersedes"
+
+UPSTREAM_NODE_FIELDS: tuple[str, ...] = ("metadata", "sourceRefs", "createdAt", "updatedAt", "validFrom",
+                                         "validUntil", "expiresAt", "workspaceId", "projectId")
+"""Fields of upstream's stored nodes (facts section 8) that memofs keeps verbatim
+(:attr:`GraphNode.extra`) and writes back; ``confidence`` and ``importance`` are modelled."""
+UPSTREAM_EDGE_FIELDS: tuple[str, ...] = ("id", "weight", "confidence", "directed", "metadata", "sourceRefs",
+                                         "createdAt", "updatedAt", "validFrom", "validUntil", "expiresAt",
+                                         "workspaceId", "projectId")
+"""Fields of upstream's stored edges kept verbatim (:attr:`GraphEdge.extra`); upstream's
+``from``/``to`` are read as ``source``/``target``."""
 
 MAX_ALIASES = 64
 MAX_LABEL = 512
@@ -427,13 +439,16 @@ class EntityGraph:
     def _node_row(self, n: GraphNode) -> dict:
         row = {"id": n.id, "label": n.label, "type": n.type, "aliases": list(n.aliases),
                "status": n.status, "summary": n.summary}
+        if (n.confidence, n.importance) != (1.0, 0.5):  # upstream's defaults stay implicit
+            row.update(confidence=n.confidence, importance=n.importance)
+        row.update(n.extra)  # upstream's other fields, written back as they were read
         if n.id in self._node_valid_until:
             row["valid_until"] = self._node_valid_until[n.id]
         return row
 
     def _edge_row(self, key: tuple[str, str, str]) -> dict:
         e = self._edges[key]
-        row = {"source": e.source, "target": e.target, "type": e.type, "status": e.status}
+        row = {"source": e.source, "target": e.target, "type": e.type, "status": e.status, **e.extra}
         if key in self._edge_valid_until:
             row["valid_until"] = self._edge_valid_until[key]
         return row
@@ -490,30 +505,36 @@ class EntityGraph:
         for path, lineno, row in _read_jsonl(root / NODES_FILE):
             where = f"{path}:{lineno}"
             _expect_fields(row, where, required=("id", "label"),
-                           optional=("type", "aliases", "status", "summary", "valid_until"))
+                           optional=("type", "aliases", "status", "summary", "valid_until",
+                                     "confidence", "importance", *UPSTREAM_NODE_FIELDS))
             aliases = row.get("aliases", [])
             if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
                 raise ValueError(f"{where}: field 'aliases' must be a list of strings")
             for field in ("id", "label", "type", "status", "summary", "valid_until"):
-                if field in row and not isinstance(row[field], str):
+                if field in row and not isinstance(row[field], str) and not (field == "summary" and row[field] is None):
                     raise ValueError(f"{where}: field {field!r} must be a string")
             if row["id"] in graph:
                 raise ValueError(f"{where}: field 'id' duplicates node {row['id']!r}")
             node = GraphNode(id=row["id"], label=row["label"], type=row.get("type", "concept"),
                              aliases=tuple(aliases), status=row.get("status", "active"),
-                             summary=row.get("summary", ""))
+                             summary=row.get("summary") or "",
+                             confidence=_unit(row, "confidence", 1.0, where),
+                             importance=_unit(row, "importance", 0.5, where),
+                             extra={k: row[k] for k in UPSTREAM_NODE_FIELDS if k in row})
             _upsert_at(graph.upsert_node, node, where)
             if "valid_until" in row:
                 graph._node_valid_until[node.id] = row["valid_until"]
         for path, lineno, row in _read_jsonl(root / EDGES_FILE):
             where = f"{path}:{lineno}"
+            row = _edge_endpoints(row, where)
             _expect_fields(row, where, required=("source", "target", "type"),
-                           optional=("status", "valid_until"))
+                           optional=("status", "valid_until", *UPSTREAM_EDGE_FIELDS))
             for field in ("source", "target", "type", "status", "valid_until"):
                 if field in row and not isinstance(row[field], str):
                     raise ValueError(f"{where}: field {field!r} must be a string")
             edge = GraphEdge(source=row["source"], target=row["target"], type=row["type"],
-                             status=row.get("status", "active"))
+                             status=row.get("status", "active"),
+                             extra={k: row[k] for k in UPSTREAM_EDGE_FIELDS if k in row})
             key = (edge.source, edge.type, edge.target)
             if key in graph._edges:
                 raise ValueError(f"{where}: field 'type' duplicates edge {key!r}")
@@ -521,6 +542,28 @@ class EntityGraph:
             if "valid_until" in row:
                 graph._edge_valid_until[key] = row["valid_until"]
         return graph
+
+
+def _edge_endpoints(row: object, where: str) -> object:
+    """An edge row with upstream's ``from``/``to`` spelled ``source``/``target`` (our rows);
+    a row giving both spellings of an endpoint is refused."""
+    if not isinstance(row, dict) or ("from" not in row and "to" not in row):
+        return row
+    out = dict(row)
+    for ours, theirs in (("source", "from"), ("target", "to")):
+        if theirs in out:
+            if ours in out:
+                raise ValueError(f"{where}: fields {ours!r} and {theirs!r} both given; give one")
+            out[ours] = out.pop(theirs)
+    return out
+
+
+def _unit(row: dict, field: str, default: float, where: str) -> float:
+    """A number in [0, 1] (upstream's node confidence and importance); ``default`` when absent."""
+    value = row.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"{where}: field {field!r} must be a number in [0, 1]; got {value!r}")
+    return float(value)
 
 
 def _upsert_at(upsert: Callable[[object], object], record: object, where: str) -> None:

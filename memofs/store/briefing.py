@@ -40,7 +40,7 @@ from typing import Any
 from memofs.files import secrets
 from memofs.store.cursor import SECTIONS, ContextCache, CursorError, cache_key
 from memofs.graph.entity_graph import EntityGraph
-from memofs.files.records import InvalidInputError
+from memofs.files.records import MEMORY_EXTRA_FIELDS, InvalidInputError
 from memofs.files.timestamps import iso
 
 HARD_CAP = 8192
@@ -369,6 +369,48 @@ def _check_budget(max_bytes: int) -> int:
     return max_bytes
 
 
+DETAILS: tuple[str, ...] = ("compact", "full")
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """What a briefing holds (MCP ``memofs.context`` detail/include* inputs, facts section 9).
+
+    * ``detail="compact"`` (default): at most 8192 bytes, top 3 recall results, 3 recent
+      events, 3 notes, expansion cursors for the rest.
+    * ``detail="full"`` (upstream's full mode; the CLI's ``--max-chars``): ``max_bytes``
+      up to 262144 (default 64000), every recall result fetched (``limit``, default 10),
+      ``min(limit or 5, 20)`` recent events, no cache and no cursors; the notes section only
+      when ``include_notes`` is true, as upstream.
+    * ``include_core=False`` drops Core Memory; ``include_recent=False`` drops Recent
+      Memory Events; ``include_notes=False`` drops Notes Memory (compact shows it unless
+      false); ``include_graph=False`` drops the Entities section (recall's entity boost is
+      the RecallConfig switch ``use_entity_boost``, unchanged here).
+    """
+
+    detail: str = "compact"
+    include_core: bool = True
+    include_notes: bool | None = None
+    include_recent: bool = True
+    include_graph: bool = True
+
+    def __post_init__(self) -> None:
+        if self.detail not in DETAILS:
+            raise InvalidInputError(f"detail must be one of {', '.join(DETAILS)}; got {self.detail!r}")
+        for name in ("include_core", "include_recent", "include_graph"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be a boolean")
+        if self.include_notes is not None and not isinstance(self.include_notes, bool):
+            raise InvalidInputError("include_notes must be a boolean")
+
+    @property
+    def full(self) -> bool:
+        return self.detail == "full"
+
+    def default_budget(self) -> int:
+        return EXPAND_BUDGET if self.full else HARD_CAP
+
+
 def build_context(
     recaller: Any,
     *,
@@ -383,8 +425,10 @@ def build_context(
     limit: int | None = None,
     state_key: object = None,
     notes: NotesHead | None = None,
+    options: ContextOptions = ContextOptions(),
 ) -> Briefing:
-    """A compact briefing for ``query`` capped at ``min(max_bytes, 8192)`` bytes.
+    """A compact briefing for ``query`` capped at ``min(max_bytes, 8192)`` bytes (or the
+    full one, and the sections :class:`ContextOptions` asks for).
 
     ``events`` are the recent memory events, newest first; ``memories`` the store's
     memories (notes come from them, or from ``notes``: :func:`notes_head` of the same
@@ -394,12 +438,17 @@ def build_context(
     (``meta["totals"]`` keeps its length)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is required")
-    budget = min(_check_budget(max_bytes), HARD_CAP)
+    full = options.full
+    budget = _check_budget(max_bytes) if full else min(_check_budget(max_bytes), HARD_CAP)
     warnings: list[str] = []
     rq, resolved = recaller.query_text(query, task_type)
-    entities = EntityGraph.render(resolved).split("\n") if resolved else []
-    fetch = max(limit or 20, 3)
+    entities = EntityGraph.render(resolved).split("\n") if resolved and options.include_graph else []
+    fetch = (limit or 10) if full else max(limit or 20, 3)
+    n_recent = min(limit or 5, 20) if full else max(6, limit or 5)
     head = notes_head(memories) if notes is None else notes
+    show_notes = options.include_notes is True if full else options.include_notes is not False
+    if not options.include_core:
+        core = ""
     try:
         results = recaller.recall(query, fetch, task_type=task_type, now=now, explain=True)
     except ValueError:
@@ -410,20 +459,22 @@ def build_context(
     lists = {
         "entities": entities,
         "recall": render_recall(results),
-        "recent": render_events(list(events)[: max(6, limit or 5)]),
-        "notes": head.items,
+        "recent": render_events(list(events)[:n_recent]) if options.include_recent else [],
+        "notes": head.items if show_notes else [],
     }
     totals = {name: len(items) for name, items in lists.items()}
-    totals["notes"] = head.total
+    totals["notes"] = head.total if show_notes else 0
     key = cache_key(query, task_type, rq.expanded_terms, state_key)
+    shown = {name: None for name in SECTIONS} if full else COMPACT_SHOWN  # full: every item, no cursors
     negotiable = [
-        Negotiable(name, lists[name][: COMPACT_SHOWN[name]] if COMPACT_SHOWN[name] else lists[name], totals[name])
+        Negotiable(name, lists[name][: shown[name]] if shown[name] else lists[name], totals[name])
         for name in SECTIONS
     ]
     packed = pack(core, negotiable, budget)
     hidden = _hidden(packed, totals)
     footer: list[str] = []
-    if hidden:
+    cursors: dict[str, str] = {}
+    if hidden and not full:
         # a query the secret gate would refuse is cached redacted (the cache put), and its
         # terms are not cached at all: they are pieces of the secret
         terms = [] if secrets.scan(query) else list(rq.expanded_terms)
@@ -446,7 +497,7 @@ def build_context(
     ]
     items = [
         {"id": r.id, "text": r.text, "score": r.score}
-        for r in results[: COMPACT_SHOWN["recall"]]
+        for r in (results if full else results[: COMPACT_SHOWN["recall"]])
     ]
     return Briefing(text, budget, packed.sections, items, expandable, warnings, query)
 
@@ -504,6 +555,7 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
         out.update(kind=m.kind, created_at=iso(m.created_at) if m.created_at else None,
                    confidence=m.confidence, tags=list(m.tags),
                    anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
+        out.update({k: m.metadata[k] for k in MEMORY_EXTRA_FIELDS if k in m.metadata})  # upstream's fields
     pen = (r.explain or {}).get("penalties", [])
     out["stale"] = any(p.get("name") == "stale_anchor" for p in pen)
     if explain:
@@ -512,13 +564,15 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
 
 
 def briefing_for(live: Any, cache: ContextCache, *, query: str, now: datetime, task_type: str | None = None,
-                 max_bytes: int = HARD_CAP, limit: int | None = None) -> Briefing:
+                 max_bytes: int | None = None, limit: int | None = None,
+                 options: ContextOptions = ContextOptions()) -> Briefing:
     """:func:`build_context` over a :class:`memofs.store.project.LiveStore` (core, events, memories)."""
     state = live.state()
     store = live.store
     events, event_warnings = store.recent_events(20)
     b = build_context(state.recaller, query=query, core=store.read_core(), events=events,
                       memories=state.memories, cache=cache, now=now, task_type=task_type,
-                      max_bytes=max_bytes, limit=limit, state_key=store.signature(), notes=state.notes_head)
+                      max_bytes=options.default_budget() if max_bytes is None else max_bytes, limit=limit,
+                      state_key=store.signature(), notes=state.notes_head, options=options)
     b.warnings = [*state.warnings, *event_warnings, *b.warnings]
     return b

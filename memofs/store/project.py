@@ -55,7 +55,8 @@ from memofs.ranking.config import RecallConfig
 from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
 from memofs.store.briefing import NotesHead, notes_head
-from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
+from memofs.store.config_file import ConfigFileError, load_recall_config
+from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, memory_extras
 
 log = logging.getLogger("memofs.store")
 
@@ -69,6 +70,8 @@ LOCK_TIMEOUT_S = 60.0
 MANIFEST_VERSION = "1"
 
 _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
+_EXTRA_ARGS = {"title": "title", "source": "source", "writer": "writer", "sourceRefs": "source_refs",
+               "metadata": "metadata"}
 _MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
 
 
@@ -134,6 +137,9 @@ def memory_to_json(m: Memory) -> dict[str, Any]:
         "namespace": m.namespace,
         "anchors": [{"path": a.path, "sha256": a.sha256} for a in m.anchors],
         "supersedes": list(m.supersedes),
+        # upstream's remember fields (title, source, sourceRefs, metadata) and any other
+        # key the line was read with: written back as they came, never dropped
+        **{k: v for k, v in m.metadata.items() if k not in _MEMORY_FIELDS},
     }
 
 
@@ -177,6 +183,10 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
     if not isinstance(sup, list) or not all(isinstance(s, str) for s in sup):
         raise bad("supersedes", "must be a list of strings")
     extra = {k: v for k, v in row.items() if k not in _MEMORY_FIELDS}
+    try:
+        extra.update(memory_extras(**{_EXTRA_ARGS[k]: v for k, v in extra.items() if k in _EXTRA_ARGS}))
+    except InvalidInputError as exc:
+        raise StoreError(f"{where}: {exc}") from None
     return Memory(
         id=row["id"], text=row["text"], kind=kind, created_at=created_at,
         confidence=None if conf is None else float(conf), namespace=ns, tags=tuple(tags),
@@ -332,21 +342,16 @@ class Store:
 
     # -- config --------------------------------------------------------------------
     def recall_config(self) -> RecallConfig:
-        """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated)."""
-        path = self.paths.config
+        """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated;
+        upstream's keys mapped or reported: :mod:`memofs.store.config_file`)."""
+        return self.recall_config_notes()[0]
+
+    def recall_config_notes(self) -> tuple[RecallConfig, list[str]]:
+        """:meth:`recall_config` and one message per upstream key it ignores."""
         try:
-            data = safe_json.load_file(path)
-        except FileNotFoundError:
-            return RecallConfig()
-        except safe_json.JSONFileError as exc:
+            return load_recall_config(self.paths.config)
+        except ConfigFileError as exc:
             raise StoreError(str(exc)) from None
-        overrides = data.get("recall", {}) if isinstance(data, dict) else None
-        if not isinstance(overrides, dict):
-            raise StoreError(f"{path}: field 'recall' must be an object")
-        try:
-            return RecallConfig.from_dict(overrides)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"{path}: field 'recall': {exc}") from None
 
     # -- reading -------------------------------------------------------------------
     def load(self) -> LoadReport:
@@ -435,12 +440,19 @@ class Store:
         actor: str | None = None,
         now: datetime | None = None,
         embedder: Any = None,
+        title: str | None = None,
+        source: str | None = None,
+        source_refs: Sequence[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Memory:
         """Validate, gate secrets, hash anchors, then append the memory and its event and
         extract graph facts, all under the store lock. With an ``embedder`` the vector is
         computed before the lock and stored in embeddings.jsonl after it (best effort:
-        rehydration embeds whatever is missing)."""
+        rehydration embeds whatever is missing). ``title``, ``source``, ``source_refs`` and
+        ``metadata`` are upstream's remember fields (:func:`memofs.files.records.memory_extras`),
+        kept in the memory's metadata and its line."""
         text = _check_text(text)
+        extras = memory_extras(title=title, source=source, source_refs=source_refs, metadata=metadata)
         tags = normalize_tags(tags)
         supersedes, anchors = list(supersedes), list(anchors)
         for what, values in (("supersedes", supersedes), ("anchor", anchors)):
@@ -448,7 +460,9 @@ class Store:
                 raise InvalidInputError(f"every {what} value must be a string")
         if not isinstance(namespace, str):
             raise InvalidInputError(f"namespace must be a string; got {type(namespace).__name__}")
-        secrets.check(text, *tags, *supersedes, *anchors, namespace)  # every field that is stored
+        # every field that is stored (the upstream fields as their JSON text)
+        secrets.check(text, *tags, *supersedes, *anchors, namespace,
+                      *(json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for v in extras.values()))
         if kind not in MEMORY_KINDS:
             raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
         if confidence is not None:
@@ -483,7 +497,7 @@ class Store:
                 salt += 1
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
-                            namespace=namespace, tags=tags, anchors=anchored, supersedes=sup)
+                            namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
             append_line(p.memories, memory_to_json(memory))
             append_line(p.events, self._created_event(memory, actor))
             self._extract_graph([text])
@@ -512,7 +526,8 @@ class Store:
         """The ``memory.created`` event of ``memory`` (its id is derived, so a rebuilt
         event equals the one the write would have appended)."""
         stamp = iso(memory.created_at) if memory.created_at else ""
-        summary = memory.text[:SUMMARY_CHARS]
+        title = memory.metadata.get("title")  # upstream: the title, else the text's start
+        summary = title if isinstance(title, str) and title else memory.text[:SUMMARY_CHARS]
         source = self.paths.rel(self.paths.memories)
         return {
             "id": "evt_" + fnv1a32(f"memory.created:{stamp}:{source}:{summary}"),
@@ -660,9 +675,12 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
 
     report = store.load()
     graph = store.load_graph()
-    rec = Recaller(config or store.recall_config(), embedder=embedder, graph=graph,
+    notes: list[str] = []
+    if config is None:
+        config, notes = store.recall_config_notes()
+    rec = Recaller(config, embedder=embedder, graph=graph,
                    anchor_root=store.root, clock=clock or store.clock)
-    out = Rehydrated(rec, report.memories, list(report.warnings))
+    out = Rehydrated(rec, report.memories, [*report.warnings, *notes])
     mems = report.memories
     if embedder is None or not mems:
         if mems:

@@ -165,6 +165,23 @@ def _live(ctx: typer.Context):
     return LiveStore(_store(ctx), embedder=_embedder())
 
 
+def _json_option(option: str, raw: str) -> Any:
+    """The JSON value of ``option``; one-line error naming the option when it is not JSON."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
+
+
+def _import_hint(store: Any, memories: list[Any]) -> list[str]:
+    """One warning when an upstream notes.md holds notes ``memofs import`` has not brought in."""
+    from memofs.store.upstream import NOTES_FILE, pending_notes
+
+    pending = pending_notes(store, {m.id for m in memories})
+    return [f"{store.paths.rel(store.paths.dir / NOTES_FILE)} holds {pending} upstream MemoFS note(s) "
+            "not imported; run `memofs import`"] if pending else []
+
+
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
         raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
@@ -218,12 +235,18 @@ def remember(
     anchor: list[str] = typer.Option([], "--anchor", "-a", help="File (relative to the root) the memory is about; repeatable."),
     tag: list[str] = typer.Option([], "--tag", "-t", help="Tag; repeatable."),
     supersedes: list[str] = typer.Option([], "--supersedes", help="Id of a memory this one replaces; repeatable."),
+    title: Optional[str] = typer.Option(None, "--title", help="Title (upstream's; at most 512 characters)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Where the memory came from (at most 512 characters)."),
+    source_ref: list[str] = typer.Option([], "--source-ref", help='Source reference as a JSON object with "sourceType" (and path, url, ...); repeatable.'),
+    metadata: Optional[str] = typer.Option(None, "--metadata", "--metadata-json", help="Your own metadata, a JSON object."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Store a memory (secrets are refused; anchors are hashed now)."""
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
+        refs = [_json_option("--source-ref", raw) for raw in source_ref]
+        meta = _json_option("--metadata", metadata) if metadata is not None else None
         body = _read_stdin() if text == "-" else text
         if kind not in MEMORY_KINDS:
             raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
@@ -232,7 +255,8 @@ def remember(
         # to the next recall (which embeds what is missing and persists it)
         embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
         m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
-                           supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder)
+                           supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder,
+                           title=title, source=source, source_refs=refs or None, metadata=meta)
         if as_json:
             from memofs.store.project import memory_to_json
 
@@ -269,10 +293,11 @@ def recall(
         state = live.state()
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
         rows = [result_dict(r, explain) for r in results]
+        warnings = [*state.warnings, *_import_hint(live.store, state.memories)]
         if as_json:
-            _emit({"query": query, "results": rows, "warnings": state.warnings})
+            _emit({"query": query, "results": rows, "warnings": warnings})
             return
-        for w in state.warnings:
+        for w in warnings:
             typer.echo(f"warning: {w}", err=True)
         if not rows:
             typer.echo("No memories matched.")
@@ -310,7 +335,12 @@ def context(
     budget: Optional[int] = typer.Option(None, "--budget", help="Byte budget (1024..8192 compact, default 8192; expand default 64000)."),
     section: Optional[str] = typer.Option(None, "--section", help="Section to expand: entities, recall, recent, notes."),
     expand: Optional[str] = typer.Option(None, "--expand", help="Expansion cursor from a briefing footer."),
-    max_chars: Optional[int] = typer.Option(None, "--max-chars", help="Upstream's name for --budget (bytes)."),
+    max_chars: Optional[int] = typer.Option(None, "--max-chars", help="Upstream's flag: --budget with --detail full (unless --detail is given)."),
+    detail: Optional[str] = typer.Option(None, "--detail", help="compact (default: <= 8192 bytes, cursors) or full (every result, default 64000 bytes)."),
+    include_core: bool = typer.Option(True, "--include-core/--no-include-core", help="Core Memory section."),
+    include_notes: Optional[bool] = typer.Option(None, "--include-notes/--no-include-notes", help="Notes Memory (compact: shown unless --no-include-notes; full: only with --include-notes)."),
+    include_recent: bool = typer.Option(True, "--include-recent/--no-include-recent", help="Recent Memory Events section."),
+    include_graph: bool = typer.Option(True, "--include-graph/--no-include-graph", help="Entities section."),
     mark_session_start: bool = typer.Option(False, "--mark-session-start", help="Record a memory.indexed event {hook: session-start}; the query defaults to 'current task' (upstream's session-start hook)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -318,7 +348,7 @@ def context(
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
-        from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, briefing_for, expand_context
+        from memofs.store.briefing import DETAILS, EXPAND_BUDGET, ContextOptions, briefing_for, expand_context
         from memofs.store.cursor import SECTIONS, FileContextCache
 
         if section is not None and section not in SECTIONS:
@@ -326,6 +356,12 @@ def context(
         if budget is not None and max_chars is not None and budget != max_chars:
             raise CliError("--budget and --max-chars are the same setting; give one")
         size = budget if budget is not None else max_chars
+        if detail is not None and detail not in DETAILS:
+            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {detail!r}")
+        # upstream's `context` is always the full briefing; --max-chars is its flag
+        options = ContextOptions(detail=detail or ("full" if max_chars is not None else "compact"),
+                                 include_core=include_core, include_notes=include_notes,
+                                 include_recent=include_recent, include_graph=include_graph)
         store = _store(ctx)
         q = query if query is not None or not mark_session_start else "current task"
         if mark_session_start:
@@ -342,7 +378,7 @@ def context(
             live = LiveStore(store, embedder=_embedder())
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = briefing_for(live, cache, query=query_, now=store.clock(), task_type=_task(task_type),
-                             max_bytes=HARD_CAP if size is None else size)
+                             max_bytes=size, options=options)
         b.warnings = [*cache.warnings, *b.warnings]  # a damaged cache was discarded
         if as_json:
             _emit(b.to_dict())
@@ -350,6 +386,50 @@ def context(
         for w in b.warnings:
             typer.echo(f"warning: {w}", err=True)
         typer.echo(b.text)
+
+    _guard(run)
+
+
+@app.command("import", epilog=(
+    "Examples:\n\n"
+    "  memofs import --dry-run\n\n"
+    "  memofs import --json"
+))
+def import_(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Say what would be imported; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Make an upstream (TypeScript) MemoFS store in the project root a memofs store:
+    notes.md memories and matching embedding lines are imported, upstream's config keys
+    moved aside; graph files are read as they are. Rewritten files are first copied under
+    .memofs/upstream/. A second import does nothing."""
+    as_json = as_json or ctx.obj.json
+
+    def run() -> None:
+        from memofs.store.upstream import apply_import, plan_import
+
+        store = _store(ctx)
+        plan = plan_import(store)
+        if not dry_run and plan.changes:
+            apply_import(store, plan)
+        if as_json:
+            _emit({"dry_run": dry_run, **plan.to_dict()})
+            return
+        verb = "would import" if dry_run else "imported"
+        typer.echo(f"{verb} {len(plan.memories)} memories from .memofs/memory/notes.md "
+                   f"({plan.already} already imported)")
+        typer.echo(f"embeddings: {len(plan.embeddings)} upstream vectors reused, "
+                   f"{len(plan.embeddings_not_reused)} left for the next recall to embed")
+        for line in plan.embeddings_not_reused:
+            typer.echo(f"  not reused: {line}")
+        typer.echo(f"config.json: {'upstream embedder keys moved to recall.upstream' if plan.config else 'unchanged'}; "
+                   f"manifest.json: {'memofs paths added' if plan.manifest else 'unchanged'}")
+        typer.echo(f"graph: {plan.graph[0]} nodes, {plan.graph[1]} edges (read as they are)")
+        for w in plan.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        if not plan.changes:
+            typer.echo("nothing to do" if not dry_run else "nothing would change")
 
     _guard(run)
 
@@ -380,10 +460,11 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
         if not f.exists():
             problems.append(f"missing {p.rel(f)} (run `memofs init` to recreate it)")
     problems.extend(store.manifest_problems())
-    check(store.recall_config)
+    warnings.extend(check(lambda: store.recall_config_notes()[1], []))
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
+    warnings.extend(_import_hint(store, memories))
     events = check(lambda: read_jsonl(p.events))
     if events is not None:
         warnings.extend(events[1])

@@ -4,9 +4,12 @@
 Tools (facts section 11; the agent-session tools are not served):
 
 * ``memofs.recall``  {query, limit, taskType, explain} -> {items: [{id, text, score, ...}]}
-* ``memofs.context`` {query, taskType, maxBytes, limit, section, expand} -> briefing
-  (an expand call happens when ``expand`` is given; ``section`` defaults to the cursor's)
-* ``memofs.remember`` {content, kind, confidence, tags, anchors, supersedes} -> {id, created}
+* ``memofs.context`` {query, taskType, maxBytes, limit, section, expand, detail,
+  includeCore, includeNotes, includeRecent, includeGraph} -> briefing (an expand call
+  happens when ``expand`` is given; ``section`` defaults to the cursor's; the rest:
+  :class:`~memofs.store.briefing.ContextOptions`)
+* ``memofs.remember`` {content, kind, confidence, tags, anchors, supersedes, title, source,
+  sourceRefs, metadata} -> {id, created, memory, sourceRefs?} (upstream's fields kept and returned)
 * ``memofs.consolidate`` {apply, now} -> {plan, retirementsApplied, applied}: retire what
   active ``supersedes`` graph edges make obsolete; ``apply`` defaults to false (a preview,
   allowed read-only)
@@ -42,10 +45,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memofs.store.briefing import EXPAND_BUDGET, HARD_CAP, MAX_BUDGET, MIN_BUDGET, briefing_for, expand_context, result_dict
+from memofs.store.briefing import (DETAILS, EXPAND_BUDGET, MAX_BUDGET, MIN_BUDGET, ContextOptions, briefing_for,
+                                   expand_context, result_dict)
 from memofs.store.cursor import MAX_CURSOR_CHARS, SECTIONS, ContextCache
 from memofs.text.lexicon import TASK_TYPES
-from memofs.files.records import MEMORY_KINDS, InvalidInputError
+from memofs.files.records import (MAX_SOURCE_CHARS, MAX_SOURCE_REFS, MAX_TITLE_CHARS, MEMORY_KINDS, InvalidInputError,
+                                  upstream_note_metadata)
 from memofs.files.notes_md import Note, format_notes
 from memofs.store.consolidation import consolidate
 from memofs.files.timestamps import iso, parse_iso
@@ -89,6 +94,12 @@ TOOLS: dict[str, dict[str, Any]] = {
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
                 "section": {"type": "string", "enum": list(SECTIONS)},
                 "expand": {"type": "string", "maxLength": MAX_CURSOR_CHARS},
+                "detail": {"type": "string", "enum": list(DETAILS), "default": "compact",
+                           "description": "full: every recall result and recent event, up to 262144 bytes (default 64000), no cursors."},
+                "includeCore": {"type": "boolean", "default": True},
+                "includeNotes": {"type": "boolean", "description": "Notes Memory: shown in compact unless false; in full only if true."},
+                "includeRecent": {"type": "boolean", "default": True},
+                "includeGraph": {"type": "boolean", "default": True, "description": "false drops the Entities section."},
             },
         },
         "annotations": {"readOnlyHint": True},
@@ -105,6 +116,14 @@ TOOLS: dict[str, dict[str, Any]] = {
                          "items": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}$"}},
                 "anchors": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 2048}},
                 "supersedes": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 256}},
+                "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
+                "source": {"type": "string", "maxLength": MAX_SOURCE_CHARS},
+                "sourceRefs": {"type": "array", "maxItems": MAX_SOURCE_REFS,
+                               "items": {"type": "object", "required": ["sourceType"],
+                                         "properties": {"sourceType": {"type": "string"}, "sourceId": {"type": "string"},
+                                                        "path": {"type": "string"}, "url": {"type": "string"},
+                                                        "title": {"type": "string"}}}},
+                "metadata": {"type": "object", "description": "Your own metadata, kept and returned as given."},
             },
             "required": ["content"],
         },
@@ -206,6 +225,13 @@ def _enum(args: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str | No
     return value
 
 
+def _bool(args: dict[str, Any], name: str) -> bool | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise _invalid(f"{name} must be a boolean.")
+    return value
+
+
 def _str_list(args: dict[str, Any], name: str, max_items: int) -> list[str]:
     value = args.get(name)
     if value is None:
@@ -286,8 +312,12 @@ class MemofsTools:
         if expand is not None:
             return expand_context(self.cache, expand, section, max_bytes or EXPAND_BUDGET).to_dict()
         query = _str(args, "query", required=True, max_len=MAX_QUERY_CHARS)
+        flags = {name: _bool(args, key) for name, key in (("include_core", "includeCore"), ("include_notes", "includeNotes"),
+                                                          ("include_recent", "includeRecent"), ("include_graph", "includeGraph"))}
+        options = ContextOptions(detail=_enum(args, "detail", DETAILS) or "compact",
+                                 **{k: v for k, v in flags.items() if v is not None})
         b = briefing_for(self.live, self.cache, query=query, now=self.now(), task_type=_enum(args, "taskType", TASK_TYPES),
-                         max_bytes=max_bytes or HARD_CAP, limit=_int(args, "limit", 1, MAX_LIMIT))
+                         max_bytes=max_bytes, limit=_int(args, "limit", 1, MAX_LIMIT), options=options)
         return b.to_dict()
 
     def remember(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -298,8 +328,13 @@ class MemofsTools:
             raise _invalid("confidence must be a number in [0, 1].")
         m = self.live.remember(content, kind=kind, confidence=conf, tags=_str_list(args, "tags", MAX_TAGS),
                                anchors=_str_list(args, "anchors", 100), supersedes=_str_list(args, "supersedes", 100),
-                               now=self.now())
-        return {"id": m.id, "created": True, "memory": memory_to_json(m)}
+                               now=self.now(), title=_str(args, "title", max_len=MAX_TITLE_CHARS),
+                               source=_str(args, "source", max_len=MAX_SOURCE_CHARS),
+                               source_refs=args.get("sourceRefs"), metadata=args.get("metadata"))
+        out = {"id": m.id, "created": True, "memory": memory_to_json(m)}
+        if m.metadata.get("sourceRefs"):
+            out["sourceRefs"] = m.metadata["sourceRefs"]  # upstream's result echoes them
+        return out
 
     def consolidate(self, args: dict[str, Any]) -> dict[str, Any]:
         apply = args.get("apply", False)
@@ -364,11 +399,13 @@ class MemofsTools:
 
 
 def _note(m: Any) -> Note:
+    def text(key: str) -> str | None:
+        value = m.metadata.get(key)
+        return value if isinstance(value, str) else None
+
     return Note(timestamp=iso(m.created_at) if m.created_at else "1970-01-01T00:00:00Z", content=m.text, kind=m.kind,
-                title=m.metadata.get("title") if isinstance(m.metadata.get("title"), str) else None,
-                tags=m.tags, confidence=1.0 if m.confidence is None else m.confidence,
-                source=m.metadata.get("source") if isinstance(m.metadata.get("source"), str) else None,
-                metadata={"id": m.id})
+                title=text("title"), tags=m.tags, confidence=1.0 if m.confidence is None else m.confidence,
+                source=text("source"), writer=text("writer"), metadata=upstream_note_metadata(m))
 
 
 # ---------------------------------------------------------------------- MCP wiring

@@ -1,0 +1,325 @@
+"""An upstream (TypeScript) MemoFS store made a memofs store: ``memofs import [--dry-run]``.
+
+What upstream keeps where (upstream-facts.md section 10) and what becomes of it:
+
+* ``memory/notes.md`` (every memory, in ``formatTimestampedNote`` entries): **imported**.
+  Each note becomes one ``memories.jsonl`` line: id (``metadata.id``; a note written by
+  upstream's CLI has none and gets ``mem_`` + :func:`~memofs.store.project.fingerprint`
+  of ``<timestamp>:<content>``, so a second import finds it again), kind, the heading
+  timestamp as ``created_at``, confidence, tags, and upstream's fields (title, source,
+  writer, ``sourceRefs``, the rest of the note metadata as ``metadata``) kept verbatim.
+  notes.md itself is left as it is.
+* ``indexes/embeddings.jsonl`` (upstream ``FsRecallStore`` lines ``{id, text, embedding,
+  metadata, namespace, updatedAt}``, keyed by chunk id): **converted** when the embedder
+  matches. ``recall.embeddingModel`` (default ``Xenova/all-MiniLM-L6-v2``: the same
+  weights, mean pooling and unit length as our local MiniLM) must name a model in
+  :data:`SAME_MODEL` and the vector must have its dimension; a line whose text is a whole
+  memory's text becomes that memory's line in our format. A vector of upstream's index
+  text (``(title ?? first 80 characters) + "\n" + content``) is of another string, so it is
+  named and not reused. Other lines (a chunk of
+  a long note, core.md, another model) are reported and re-embedded by the next recall.
+* ``config.json`` ``recall`` keys: read as they are by every recall
+  (:func:`split_recall_config`): ``engine`` is mapped (``lexical`` -> ``use_vector``
+  false, ``vector`` -> ``use_bm25`` and ``use_fuzzy`` false, ``hybrid``/``auto`` -> the
+  defaults); ``localEmbeddings`` and ``embeddingModel`` choose upstream's embedder, which
+  memofs chooses with ``MEMOFS_EMBEDDER``: each is reported in one line naming the file
+  and key. The import moves them under ``recall.upstream`` (kept, no longer reported).
+* ``graph/nodes.jsonl`` and ``graph/edges.jsonl``: read as they are
+  (:meth:`memofs.graph.entity_graph.EntityGraph.load` takes ``from``/``to``, confidence,
+  importance, and keeps upstream's other fields); the import adds the rule-based facts of
+  imported notes upstream never extracted (its transient notes).
+* ``manifest.json``: our paths are added beside upstream's.
+
+Why an import rather than reading notes.md on every load: memofs's durable record is
+``memories.jsonl`` (append-only, one implementation of loading, rehydration, the live
+view and repair). Reading a second record would split every one of those in two; and
+upstream's vectors are keyed by chunk, not memory, so they need converting once anyway.
+Files that mean the same in both layouts (graph, config) are read as they are.
+
+Lossless: every file the import rewrites (manifest, config, embeddings) is first copied
+byte for byte under ``.memofs/upstream/`` (a later import never overwrites a copy). The
+dry run computes the same plan and writes nothing; a second import finds nothing to do.
+Malformed input stops the import before anything is written, with one line naming file,
+line and field.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memofs.files import safe_json, secrets
+from memofs.files.atomic import atomic_write_text
+from memofs.files.jsonl import append_line, repair_tail
+from memofs.files.notes_md import Note, parse_notes
+from memofs.files.records import MEMORY_KINDS, InvalidInputError, Memory, memory_extras
+from memofs.files.timestamps import parse_iso
+from memofs.signals.embedders.local import DEFAULT_NAME as MINILM
+from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+from memofs.store.config_file import EMBEDDER_KEYS, ConfigFileError, split_recall_config
+from memofs.store.project import (MAX_TEXT_CHARS, Store, StoreError, fingerprint, memory_to_json,
+                                  normalize_tags, read_jsonl)
+
+UPSTREAM_DEFAULT_MODEL = "Xenova/all-MiniLM-L6-v2"
+SAME_MODEL: dict[str, tuple[str, int]] = {UPSTREAM_DEFAULT_MODEL: (MINILM, 384)}
+"""Upstream ``recall.embeddingModel`` -> (our embedder name, dimension) of the same model."""
+BACKUP_DIR = "upstream"
+NOTES_FILE = Path("memory") / "notes.md"
+_NOTE_META_KEPT_OUT = ("id", "sourceRefs")
+
+# ---------------------------------------------------------------------- the plan
+@dataclass
+class ImportPlan:
+    """What an import does (the dry run prints it; :func:`apply_import` carries it out)."""
+
+    memories: list[Memory] = field(default_factory=list)
+    already: int = 0
+    embeddings: list[EmbeddingRecord] = field(default_factory=list)
+    embeddings_kept: list[str] = field(default_factory=list)  # our own lines, verbatim
+    embeddings_not_reused: list[str] = field(default_factory=list)
+    embeddings_rewrite: bool = False
+    config: dict[str, Any] | None = None  # the rewritten config.json, when it changes
+    manifest: dict[str, Any] | None = None  # the rewritten manifest.json, when it changes
+    graph: tuple[int, int] = (0, 0)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.memories or self.embeddings_rewrite or self.config is not None or self.manifest is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memories": [m.id for m in self.memories], "already_imported": self.already,
+            "embeddings_reused": len(self.embeddings), "embeddings_not_reused": self.embeddings_not_reused,
+            "config_rewritten": self.config is not None, "manifest_rewritten": self.manifest is not None,
+            "graph": {"nodes": self.graph[0], "edges": self.graph[1]}, "warnings": self.warnings,
+            "changes": self.changes,
+        }
+
+
+def note_to_memory(note: Note, where: str) -> Memory:
+    """One notes.md entry as a memory (see the module docstring); errors name ``where``
+    (file:line) and the field."""
+    at = f"{where}:{note.line}"
+    if note.kind not in MEMORY_KINDS:
+        raise StoreError(f"{at}: field 'kind' must be one of {', '.join(MEMORY_KINDS)}; got {note.kind!r}")
+    try:
+        created = parse_iso(note.timestamp)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{at}: heading timestamp {note.timestamp!r} is not an ISO timestamp with timezone ({exc})") from None
+    if len(note.content) > MAX_TEXT_CHARS:
+        raise StoreError(f"{at}: note has {len(note.content)} characters; the limit is {MAX_TEXT_CHARS}")
+    meta = dict(note.metadata)
+    mem_id = meta.get("id")
+    if mem_id is not None and (not isinstance(mem_id, str) or not mem_id.strip()):
+        raise StoreError(f"{at}: field 'metadata.id' must be a non-empty string")
+    mem_id = mem_id or "mem_" + fingerprint(f"{note.timestamp}:{note.content}")
+    user = {k: v for k, v in meta.items() if k not in _NOTE_META_KEPT_OUT}
+    try:
+        tags = normalize_tags(note.tags)
+        extras = memory_extras(title=note.title, source=note.source, writer=note.writer,
+                               source_refs=meta.get("sourceRefs"), metadata=user or None)
+        secrets.check(note.content, note.title or "", *tags)  # what upstream's gate scans, plus tags
+    except InvalidInputError as exc:
+        raise StoreError(f"{at}: {exc}") from None
+    return Memory(id=mem_id, text=note.content, kind=note.kind, created_at=created, confidence=note.confidence,
+                  tags=tags, metadata=extras)
+
+
+def read_notes(store: Store) -> list[Memory]:
+    """The memories of the store's upstream ``memory/notes.md`` (none when it is absent);
+    a repeated id: the later entry wins, as in memories.jsonl."""
+    path = store.paths.dir / NOTES_FILE
+    try:
+        text = safe_json.read_text(path)
+    except FileNotFoundError:
+        return []
+    except safe_json.JSONFileError as exc:
+        raise StoreError(str(exc)) from None
+    try:
+        notes = parse_notes(text, str(path))
+    except InvalidInputError as exc:
+        raise StoreError(str(exc)) from None
+    by_id: dict[str, Memory] = {}
+    for note in notes:
+        m = note_to_memory(note, str(path))
+        by_id.pop(m.id, None)
+        by_id[m.id] = m
+    return list(by_id.values())
+
+
+def pending_notes(store: Store, known: set[str]) -> int:
+    """How many notes of an upstream notes.md are not in ``known`` (memory ids): the hint
+    that ``memofs import`` has not run. 0 when there is no notes.md or it cannot be read."""
+    try:
+        return sum(1 for m in read_notes(store) if m.id not in known)
+    except StoreError:
+        return 0
+
+
+def _upstream_embedding(obj: dict[str, Any], where: str) -> tuple[str, str, list[float]] | None:
+    """(id, text, vector) of an upstream FsRecallStore line; None for one of ours. A line
+    that is neither raises :class:`StoreError` naming the field (upstream skips such lines
+    silently; an import must not lose them silently)."""
+    if "embedder" in obj and "text_sha256" in obj:
+        return None
+    for name, kind in (("id", str), ("text", str), ("embedding", list)):
+        if not isinstance(obj.get(name), kind):
+            raise StoreError(f"{where}: field {name!r} is missing or not a {kind.__name__} "
+                             "(neither a memofs nor an upstream MemoFS embeddings line)")
+    vec = obj["embedding"]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vec):
+        raise StoreError(f"{where}: field 'embedding' must be a list of numbers")
+    if "metadata" in obj and not isinstance(obj["metadata"], dict):
+        raise StoreError(f"{where}: field 'metadata' must be an object")
+    return obj["id"], obj["text"], vec
+
+
+def _index_text(m: Memory) -> str:
+    """Upstream's BM25/extraction text of a note: ``(title ?? first 80 chars) + "\n" + content``."""
+    title = m.metadata.get("title")
+    return f"{title if isinstance(title, str) and title else m.text[:80]}\n{m.text}"
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when the file is missing."""
+    try:
+        return safe_json.load_file(path, expect=dict)
+    except FileNotFoundError:
+        return None
+    except safe_json.JSONFileError as exc:
+        raise StoreError(str(exc)) from None
+
+
+def plan_import(store: Store) -> ImportPlan:
+    """Everything an import would do, computed without writing (the dry run)."""
+    plan = ImportPlan()
+    p = store.paths
+    stored = store.load().memories
+    known = {m.id for m in stored}
+    notes = read_notes(store)
+    plan.memories = [m for m in notes if m.id not in known]
+    plan.already = len(notes) - len(plan.memories)
+    graph = store.load_graph()  # read as it is: a malformed graph line stops the import here
+    plan.graph = (len(graph.nodes), len(graph.edges))
+
+    # config.json: upstream's embedder keys moved under recall.upstream
+    config = _json_object(p.config)
+    model = UPSTREAM_DEFAULT_MODEL
+    if config is not None:
+        recall = config.get("recall", {})
+        if not isinstance(recall, dict):
+            raise StoreError(f"{p.config}: field 'recall' must be an object")
+        try:
+            split_recall_config(recall, str(p.config))  # a bad engine stops the import
+        except ConfigFileError as exc:
+            raise StoreError(str(exc)) from None
+        upstream = recall.get("upstream", {})
+        if not isinstance(upstream, dict):
+            raise StoreError(f"{p.config}: field 'recall.upstream' must be an object")
+        model = recall.get("embeddingModel", upstream.get("embeddingModel", model))
+        if any(k in recall for k in EMBEDDER_KEYS):
+            moved = {**upstream, **{k: recall[k] for k in EMBEDDER_KEYS if k in recall}}
+            plan.config = {**config, "recall": {**{k: v for k, v in recall.items() if k not in EMBEDDER_KEYS},
+                                                "upstream": moved}}
+
+    # manifest.json: our paths beside upstream's
+    manifest = _json_object(p.manifest)
+    if manifest is not None:
+        merged = dict(manifest)
+        for section, paths in store._manifest_paths().items():
+            got = merged.get(section)
+            merged[section] = {**(got if isinstance(got, dict) else {}), **paths}
+        merged.setdefault("projectId", "default")
+        if merged != manifest:
+            plan.manifest = merged
+
+    # embeddings.jsonl: upstream lines converted when the model matches
+    rows, warnings = read_jsonl(p.embeddings)
+    plan.warnings += warnings
+    by_text = {text_sha256(m.text): m for m in [*stored, *notes]}
+    # a vector of upstream's index text ``(title ?? first 80 characters) + "\n" + content``
+    # (facts section 2) is of another string than the one memofs embeds: named, not reused
+    by_index_text = {text_sha256(_index_text(m)): m for m in [*stored, *notes]}
+    target = SAME_MODEL.get(model) if isinstance(model, str) else None
+    converted: dict[str, EmbeddingRecord] = {}
+    raw_lines = safe_json.read_bytes(p.embeddings).split(b"\n") if p.embeddings.exists() else []
+    for lineno, obj in rows:
+        where = f"{p.embeddings}:{lineno}"
+        up = _upstream_embedding(obj, where)
+        if up is None:
+            plan.embeddings_kept.append(raw_lines[lineno - 1].decode("utf-8").rstrip("\r"))
+            continue
+        plan.embeddings_rewrite = True
+        line_id, text, vec = up
+        digest = text_sha256(text.replace("\r\n", "\n").strip())
+        mem = by_text.get(digest)
+        if target is None:
+            plan.embeddings_not_reused.append(f"{where}: {line_id}: model {model!r} is not one memofs runs")
+        elif len(vec) != target[1]:
+            plan.embeddings_not_reused.append(f"{where}: {line_id}: {len(vec)} dimensions, {model} has {target[1]}")
+        elif mem is None and digest in by_index_text:
+            plan.embeddings_not_reused.append(f"{where}: {line_id}: embeds title and text of {by_index_text[digest].id}; "
+                                              "memofs embeds the text alone")
+        elif mem is None:
+            plan.embeddings_not_reused.append(f"{where}: {line_id}: its text is not a whole memory (a chunk or core.md)")
+        else:
+            converted[mem.id] = EmbeddingRecord(
+                id=mem.id, vector=np.asarray(vec, dtype=np.float32), embedder=target[0],
+                text_sha256=text_sha256(mem.text), namespace=mem.namespace, metadata={"kind": mem.kind})
+    plan.embeddings = list(converted.values())
+    return plan
+
+
+def _backup(store: Store, path: Path) -> None:
+    """Copy ``path`` byte for byte under ``.memofs/upstream/`` (first free name: an earlier
+    import's copy is never overwritten)."""
+    if not path.exists():
+        return
+    rel = path.relative_to(store.paths.dir)
+    dest = store.paths.dir / BACKUP_DIR / rel
+    n = 0
+    while dest.exists():
+        if dest.read_bytes() == path.read_bytes():
+            return
+        n += 1
+        dest = store.paths.dir / BACKUP_DIR / rel.with_name(f"{rel.name}.{n}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, dest)
+
+
+def apply_import(store: Store, plan: ImportPlan) -> None:
+    """Carry out ``plan`` under the store lock: back up what is rewritten, append the
+    memories (and the ``memory.created`` events upstream's log lacks), add missing graph
+    facts, rewrite config, manifest and embeddings."""
+    p = store.paths
+    with store.lock():
+        for f in (p.memories, p.events):
+            if not f.exists():
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.touch()
+        for rewritten, path in ((plan.manifest, p.manifest), (plan.config, p.config)):
+            if rewritten is not None:
+                _backup(store, path)
+                atomic_write_text(path, json.dumps(rewritten, indent=2, ensure_ascii=False) + "\n")
+        if plan.memories:
+            repair_tail(p.memories, p.tmp)
+            repair_tail(p.events, p.tmp)
+            # what upstream's event log and graph already hold for these notes is not repeated
+            no_event, no_facts = store.missing_derived(plan.memories)
+            unlogged = {m.id for m in no_event}
+            for m in plan.memories:
+                append_line(p.memories, memory_to_json(m))
+                if m.id in unlogged:
+                    append_line(p.events, store._created_event(m))
+            store._extract_graph(m.text for m in no_facts)
+        if plan.embeddings_rewrite:
+            with EmbeddingsFile(p.embeddings).lock:  # the lock every vector writer takes
+                _backup(store, p.embeddings)
+                lines = [*plan.embeddings_kept, *(r.to_json() for r in plan.embeddings)]
+                atomic_write_text(p.embeddings, "".join(line + "\n" for line in lines))
