@@ -10,7 +10,8 @@
 the same selection compiled, both pools in one pass over the frame, and is tested equal to
 it, ties included. The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are
 what both fusions return, and the per-candidate terms here (:func:`lexical_score`,
-:func:`recency`, :func:`confidence`, :func:`unverified`, :func:`round_half_up`) are what
+:func:`lexical_saturated`, :func:`recency`, :func:`confidence`, :func:`unverified`,
+:func:`superseded`, :func:`round_half_up`) are what
 both fusions compute from a frame: one definition each, so the learned features are the
 formula's own terms.
 """
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.saturation import clamp01
+from memofs.ranking.saturation import clamp01, saturate
 from memofs.signals.frame import OTHER_KIND, SignalFrame
 
 
@@ -108,6 +109,21 @@ def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
     if cfg.use_fuzzy:
         return cfg.fuzzy_boost * frame.fuzzy
     return np.zeros(len(frame))
+
+
+def lexical_saturated(lexical: NDArray[np.float64], is_phrase: NDArray[np.bool_], cfg: RecallConfig) -> NDArray[np.float64]:
+    """``clamp01(saturate(lexical, saturation_c))`` (spec "Fusion"); a phrase-scan block's
+    score (block score / 10) is only clamped to [0, 1], as upstream's merge does (facts
+    sheet section 2: "not clamped here; the merge clamps it")."""
+    sat = clamp01(saturate(lexical, cfg.saturation_c))
+    return np.where(is_phrase, clamp01(lexical), sat) if is_phrase.any() else sat
+
+
+def superseded(frame: SignalFrame, rows: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
+    """Supersession's test: ``rows`` whose memory another memory supersedes (the frame's
+    ``superseded`` column), when ``cfg.use_supersession``; fusion multiplies them by
+    ``cfg.superseded_penalty``."""
+    return frame.superseded[rows] & cfg.use_supersession
 
 
 def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:

@@ -30,7 +30,7 @@ from memofs.signals.embedders.base import Embedder
 from memofs.signals.embedders.select import SafeEmbedder
 from memofs.ranking.fusion import fuse
 from memofs.ranking.pools import Fused, pools
-from memofs.graph.entity_graph import EntityGraph
+from memofs.graph.entity_graph import SUPERSEDES, EntityGraph
 from memofs.files.records import Memory
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.rewrite import rewrite_query
@@ -104,6 +104,7 @@ class Recaller:
         self._rerank_rows: tuple[tuple[str, ...], NDArray[np.int64]] | None = None  # (ids it aligns, rows)
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
+        self._superseded_by: dict[str, tuple[str, ...]] | None = None
         self.refresh_graph()
 
     # --- corpus ---------------------------------------------------------------------
@@ -183,13 +184,51 @@ class Recaller:
     def _invalidate(self) -> None:
         self._columns.clear()
         self._rerank_rows = None
+        self._superseded_by = None
+
+    def superseded_by(self) -> dict[str, tuple[str, ...]]:
+        """Superseded memory id -> what supersedes it (spec "Entity-boost": the pipeline
+        tracks which items have been superseded), in memory order:
+
+        * memory level: a memory of this corpus lists the id in ``supersedes``
+          (``remember --supersedes``); the superseder's id is given;
+        * graph level: an active ``supersedes`` edge ``A -> B`` where the memory is linked
+          to entity ``B`` (its ``metadata["entities"]``, the node ids it states, as the
+          datasets and upstream's source refs link them) and not to ``A`` (a memory that
+          names both states the change itself); given as ``"graph:A"``.
+
+        A memory never supersedes itself. Cached until the corpus or the graph changes."""
+        if self._superseded_by is not None:
+            return self._superseded_by
+        out: dict[str, dict[str, None]] = {}
+        for m in self._memories.values():
+            for old in m.supersedes:
+                if old != m.id and old in self._memories:
+                    out.setdefault(old, {})[m.id] = None
+        replaced: dict[str, list[str]] = {}  # superseded node -> superseding nodes
+        for e in self.graph.edges:
+            if e.type == SUPERSEDES and e.status == "active":
+                replaced.setdefault(e.target, []).append(e.source)
+        if replaced:
+            for m in self._memories.values():
+                ents = m.metadata.get("entities") if m.metadata else None
+                if not ents:
+                    continue
+                linked = set(ents)
+                for node in ents:
+                    for newer in replaced.get(node, ()):
+                        if newer not in linked:
+                            out.setdefault(m.id, {})[f"{GRAPH_PREFIX}{newer}"] = None
+        order = {d: i for i, d in enumerate(self._memories)}
+        self._superseded_by = {d: tuple(out[d]) for d in sorted(out, key=order.__getitem__)}
+        return self._superseded_by
 
     # --- signals --------------------------------------------------------------------
     def _layout(self, idx: BM25Index) -> _CorpusColumns:
         """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
         cols = self._columns.get(id(idx))
         if cols is None:
-            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors, self.superseded_by())
             self._columns[id(idx)] = cols
         return cols
 
@@ -301,6 +340,7 @@ class Recaller:
                 is_graph=cols.is_graph, query_text=text, vector_ok=vector_ok,
                 rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
                 entities=tuple(resolved), notes=notes, context=cols.context if context else None,
+                superseded=cols.superseded,
             ), cols
 
     def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
@@ -370,12 +410,15 @@ class Recaller:
             doc_id = frame.ids[row]
             mem = self._memories.get(doc_id)
             text = mem.text if mem is not None else self._graph_docs.get(doc_id, "")
-            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem, explain_row(frame, fused, pos) if explain else None))
+            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem,
+                                    explain_row(frame, fused, pos, self.superseded_by()) if explain else None))
         return out
 
 
-def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
-    """Every signal, weight and penalty behind one result (``recall(explain=True)``)."""
+def explain_row(frame: SignalFrame, fused: Fused, pos: int,
+                superseded_by: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """Every signal, weight and penalty behind one result (``recall(explain=True)``);
+    ``superseded_by``: :meth:`Recaller.superseded_by`, for the supersession penalty's reason."""
     p = {name: v[pos] for name, v in fused.parts.items()}
     doc_id = frame.ids[int(fused.rows[pos])]
     w = fused.weights
@@ -389,6 +432,10 @@ def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
         penalties.append({"name": "stale_anchor", "factor": float(p["stale_factor"]), "reason": frame.stale_reasons.get(doc_id, "anchor drifted")})
     if p["unverified"]:
         penalties.append({"name": "unverified_kind", "factor": float(p["unverified_factor"]), "reason": "older than its kind's expiry floor"})
+    if p.get("superseded", False):  # the learned fusion has no supersession term
+        by = (superseded_by or {}).get(doc_id, ())
+        penalties.append({"name": "superseded", "factor": float(p["superseded_factor"]),
+                          "reason": "superseded by " + ", ".join(by) if by else "superseded"})
     return {
         "signals": {
             "bm25": num(p["bm25"]), "fuzzy": num(p["fuzzy"]), "lexical": num(p["lexical"]),
@@ -423,6 +470,7 @@ class _CorpusColumns:
     anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
     namespaces: tuple[str | None, ...] = ()  # None for a graph document
     texts: tuple[str, ...] = ()
+    superseded: NDArray[np.bool_] | None = None  # another memory supersedes it (Recaller.superseded_by); None: none
 
     @cached_property
     def context(self) -> ContextColumns:
@@ -453,7 +501,8 @@ class _CorpusColumns:
         return out
 
     @classmethod
-    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None,
+              superseded: Iterable[str] = ()) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
         created = np.full(n, np.nan)
@@ -475,6 +524,8 @@ class _CorpusColumns:
             anchored[i] = bool(m.anchors)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
         mems = [memories.get(d) for d in ids]
+        old = set(superseded)
+        sup = np.fromiter((d in old for d in ids), dtype=bool, count=n)
         return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
                    tuple(m.namespace if m is not None else None for m in mems),
-                   tuple(m.text if m is not None else "" for m in mems))
+                   tuple(m.text if m is not None else "" for m in mems), sup)
