@@ -10,8 +10,9 @@ scoring never reads the wall clock itself.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,9 +33,10 @@ from memofs.ranking.fusion import fuse
 from memofs.ranking.pools import Fused, pools
 from memofs.graph.entity_graph import SUPERSEDES, EntityGraph
 from memofs.files.records import Memory
+from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.rewrite import rewrite_query
-from memofs.signals.frame import ContextColumns, SignalFrame, context_columns, kind_code
+from memofs.signals.frame import OTHER_KIND, ContextColumns, SignalFrame, context_columns, kind_code
 from memofs.signals.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class RecallResult:
     score: float
     memory: Memory | None
     explain: dict[str, Any] | None = None
+    source: str = "memory"  # memory | graph | core | notes (a phrase-scan block of core.md / notes.md)
 
 
 class _Stopwatch:
@@ -105,6 +108,7 @@ class Recaller:
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
         self._superseded_by: dict[str, tuple[str, ...]] | None = None
+        self.phrases = PhraseScanner()
         self.refresh_graph()
 
     # --- corpus ---------------------------------------------------------------------
@@ -168,6 +172,12 @@ class Recaller:
         self.embedder = SafeEmbedder(None)
         self._vectors = None
         self._invalidate()
+
+    def set_phrase_sources(self, sources: Mapping[str, str]) -> None:
+        """The texts of ``core.md`` and ``notes.md`` (``{"core": ..., "notes": ...}``) that
+        recall phrase-scans into its lexical candidates (upstream-facts section 2;
+        :mod:`memofs.signals.phrase_scan`; switched by ``RecallConfig.use_phrase_scan``)."""
+        self.phrases = PhraseScanner(sources)
 
     def refresh_graph(self) -> None:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
@@ -249,7 +259,9 @@ class Recaller:
 
     def _text_of(self, doc_id: str) -> str:
         mem = self._memories.get(doc_id)
-        return mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+        if mem is not None:
+            return mem.text
+        return self._graph_docs.get(doc_id) or self.phrases.text_of(doc_id) or ""
 
     def _now(self, now: datetime | None) -> datetime:
         if now is not None:
@@ -289,19 +301,24 @@ class Recaller:
         """
         cfg = config or self.config
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True, k=cfg.top_k)
         if frame.rerank_ok:
             with stage("rerank overlap"):
-                frame.rerank[:] = self._rerank_all(frame.query_text, frame.ids)
+                n = len(cols.ids)
+                frame.rerank[:n] = self._rerank_all(frame.query_text, cols.ids)
+                if len(frame) > n:  # phrase-scan blocks are not in the corpus's overlap index
+                    self._rerank_pool(frame, cfg.replace(use_reranker=True), np.arange(n, len(frame)))
         self._drift(frame, cols, np.arange(len(frame)), stage)
         return frame
 
     def _extract(self, query: str, task_type: str | None, now: datetime | None, cfg: RecallConfig,
-                 stage: _Stopwatch, context: bool) -> tuple[SignalFrame, _CorpusColumns]:
+                 stage: _Stopwatch, context: bool, k: int) -> tuple[SignalFrame, _CorpusColumns]:
         """The frame with every signal the pools need (lexical, cosine, age, ...), and the
         corpus columns; the rerank overlap (NaN) and drift (False) wait for
         :meth:`signals` or the pool. ``context``: attach the corpus's
-        :class:`~memofs.signals.frame.ContextColumns` (only the learned fusion reads them)."""
+        :class:`~memofs.signals.frame.ContextColumns` (only the learned fusion reads them).
+        ``k``: the result count, which sizes the phrase scan (top ``ceil(k *
+        lexical_pool_multiplier)`` blocks per file, upstream's ``K*2``)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         now = self._now(now)
@@ -333,7 +350,7 @@ class Recaller:
         elif not self.embedder.available:
             notes.append("no embedder: lexical only")
         with stage("frame build"):
-            return SignalFrame(
+            frame = SignalFrame(
                 ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy,
                 cosine=cosine if cosine is not None else np.full(n, np.nan), rerank=np.full(n, np.nan),
                 age_days=age, confidence=cols.confidence, kind=cols.kind, stale=np.zeros(n, dtype=bool),
@@ -341,12 +358,19 @@ class Recaller:
                 rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
                 entities=tuple(resolved), notes=notes, context=cols.context if context else None,
                 superseded=cols.superseded,
-            ), cols
+            )
+        # the learned fusion's features know nothing of blocks: it scores the corpus alone
+        if self.phrases and cfg.fusion == "formula":
+            with stage("phrase scan"):
+                hits = self.phrases.scan(query, math.ceil(k * cfg.lexical_pool_multiplier))
+                frame = with_phrase_rows(frame, [h for h in hits if h.block.id not in self._memories])
+        return frame, cols
 
     def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
         """Mark the anchored documents among ``rows`` whose anchors drifted (spec drift)."""
         if self.anchors.root is None or not cols.anchored.any():
             return
+        rows = rows[rows < len(cols.ids)]  # phrase-scan blocks have no anchors
         with stage("anchor check"):
             for i in rows[cols.anchored[rows]].tolist():
                 drift = self.anchors.drift(self._memories[frame.ids[i]].anchors)
@@ -391,7 +415,7 @@ class Recaller:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned")
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned", k=k)
         with stage("fusion"):
             pool = pools(frame, cfg, k)
         blend_ready = frame.rerank_ok
@@ -409,10 +433,37 @@ class Recaller:
         for pos, row in enumerate(fused.rows.tolist()):
             doc_id = frame.ids[row]
             mem = self._memories.get(doc_id)
-            text = mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+            text = self._text_of(doc_id)
+            source = "memory" if mem is not None else "graph" if doc_id in self._graph_docs else self.phrases.source_of(doc_id)
             out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem,
-                                    explain_row(frame, fused, pos, self.superseded_by()) if explain else None))
+                                    explain_row(frame, fused, pos, self.superseded_by()) if explain else None, source))
         return out
+
+
+def with_phrase_rows(frame: SignalFrame, hits: list[PhraseHit]) -> SignalFrame:
+    """``frame`` with one row per phrase-scan hit appended (upstream-facts section 2): the
+    block's lexical score ``score / 10`` in the ``bm25`` column (fuzzy 0), no vector, no
+    age (recency 0.5) and no confidence (the default), kind "other", ``is_phrase`` set.
+    Every row's ``order_key`` is re-ranked over the longer id list (ties by id)."""
+    if not hits:
+        return frame
+    m = len(hits)
+    ids = frame.ids + tuple(h.block.id for h in hits)
+    order_key = np.empty(len(ids), dtype=np.int64)
+    order_key[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+
+    def ext(a: NDArray, fill: Any) -> NDArray:
+        return np.concatenate([a, np.full(m, fill, dtype=a.dtype)])
+
+    return SignalFrame(
+        ids=ids, order_key=order_key,
+        bm25=np.concatenate([frame.bm25, np.array([h.lexical for h in hits])]), fuzzy=ext(frame.fuzzy, 0.0),
+        cosine=ext(frame.cosine, np.nan), rerank=ext(frame.rerank, np.nan), age_days=ext(frame.age_days, np.nan),
+        confidence=ext(frame.confidence, np.nan), kind=ext(frame.kind, OTHER_KIND), stale=ext(frame.stale, False),
+        is_graph=ext(frame.is_graph, False), query_text=frame.query_text, vector_ok=frame.vector_ok,
+        rerank_ok=frame.rerank_ok, stale_reasons=frame.stale_reasons, entities=frame.entities, notes=frame.notes,
+        context=None, superseded=ext(frame.superseded, False), is_phrase=ext(frame.is_phrase, True),
+    )
 
 
 def explain_row(frame: SignalFrame, fused: Fused, pos: int,

@@ -546,6 +546,8 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
         out.update(kind=m.kind, created_at=iso(m.created_at) if m.created_at else None,
                    confidence=m.confidence, tags=list(m.tags),
                    anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
+    elif getattr(r, "source", "memory") != "memory":  # a graph document or a core.md / notes.md block
+        out["kind"] = r.source
     pen = (r.explain or {}).get("penalties", [])
     out["stale"] = any(p.get("name") == "stale_anchor" for p in pen)
     if explain:
