@@ -18,7 +18,9 @@ penalty ranks them identically, which :func:`superseded_count` shows.
 
 Run (writes ``supersession.md`` and ``supersession.csv`` into ``--out``)::
 
-    python -m memofs_eval.supersession_sweep --out reports/supersession
+    python -m memofs_eval.supersession_sweep --out reports/supersession \
+        --count locomo=../shared/datasets/locomo:locomo \
+        --count longmemeval=../shared/datasets/longmemeval-dev/longmemeval_dev.json:longmemeval
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ TEMPORAL_CATEGORIES: tuple[str, ...] = ("temporal_superseded", "temporal_recency
 METRICS: tuple[str, ...] = ("ndcg@10", "mrr@10", "superseded_above_current", "current_first")
 TARGET_METRIC = "superseded_above_current"  # lower is better
 SELECT_METRIC = "ndcg@10"
+COUNT_OPTIONS: dict[str, dict[str, str]] = {"locomo": {"unit": "turn"}, "longmemeval": {"granularity": "turn"}}
+"""Loader options of the counted datasets: those of eval/specs/locomo.toml and longmemeval.toml."""
 DEFAULT_SPEC = Path(__file__).resolve().parent / "specs" / "default.toml"
 
 
@@ -137,23 +141,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dataset", default="agent-memory", help="the dataset of the spec to sweep")
     ap.add_argument("--embedder", default=None, help="override the spec's embedder (e.g. lsa)")
     ap.add_argument("--count", action="append", default=[], metavar="NAME=PATH:LOADER",
-                    help="also count superseded memories of another dataset, e.g. locomo=../shared/datasets/locomo:locomo")
+                    help="also count superseded memories of another dataset, e.g. locomo=../shared/datasets/locomo:locomo "
+                         "or longmemeval=../shared/datasets/longmemeval-dev/longmemeval_dev.json:longmemeval")
     args = ap.parse_args(argv)
     spec = load_spec(args.spec)
     refs = {r.name: r for r in spec.datasets}
     if args.dataset not in refs:
         print(f"memofs-eval: error: {args.spec}: no dataset {args.dataset!r} (has {', '.join(refs)})", file=sys.stderr)
         return 1
+    others: list[DatasetRef] = []
+    for item in args.count:  # checked before the sweep runs
+        name, _, rest = item.partition("=")
+        path, _, loader = rest.rpartition(":")
+        if not name or not path or not loader:
+            print(f"memofs-eval: error: --count {item!r}: expected NAME=PATH:LOADER", file=sys.stderr)
+            return 1
+        others.append(DatasetRef(name, Path(path), loader, dict(COUNT_OPTIONS.get(loader, {}))))
     data = EvalData(refs[args.dataset], load(refs[args.dataset]))
     embedder = args.embedder or spec.embedder
     table = sweep(data, spec.default_config(), embedder, SignalCache(cache_root()))
     chosen = choose(table)
     counts = {args.dataset: superseded_count(data)}
-    for item in args.count:
-        name, _, rest = item.partition("=")
-        path, _, loader = rest.rpartition(":")
-        ref = DatasetRef(name, Path(path), loader, {"unit": "turn"} if loader == "locomo" else {})
-        counts[name] = superseded_count(EvalData(ref, load(ref)))
+    for ref in others:
+        try:
+            counts[ref.name] = superseded_count(EvalData(ref, load(ref)))
+        except (OSError, ValueError) as exc:  # DatasetError is a ValueError naming file, line and field
+            print(f"memofs-eval: error: --count {ref.name}: {exc}", file=sys.stderr)
+            return 1
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "supersession.csv", index=False)
     (args.out / "supersession.md").write_text(markdown(table, chosen, args.dataset, embedder, counts))

@@ -168,3 +168,13 @@ def test_sweep_choice_rule() -> None:
                  {"penalty": p, "split": "tune", "subset": "temporal", "metric": "ndcg@10", "mean": nd, "n": 5},
                  {"penalty": p, "split": "heldout", "subset": "temporal", "metric": "ndcg@10", "mean": held, "n": 5}]
     assert choose(pd.DataFrame(rows)) == 0.6
+
+
+def test_sweep_cli_refuses_a_bad_count_in_one_line(tmp_path: Path, capsys) -> None:
+    from memofs_eval.supersession_sweep import main
+
+    assert main(["--out", str(tmp_path), "--count", "locomo-without-loader"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "memofs-eval: error: --count 'locomo-without-loader': expected NAME=PATH:LOADER"
+    assert main(["--out", str(tmp_path), "--dataset", "nope"]) == 1
+    assert "no dataset 'nope'" in capsys.readouterr().err
