@@ -135,3 +135,27 @@ def test_cli_recall_finds_core_md(tmp_path: Path) -> None:
     cfg["recall"] = {"use_phrase_scan": False}
     cfg_path.write_text(json.dumps(cfg))
     assert cli(tmp_path, "recall", "-q", "postgres")["results"] == []
+
+
+def test_live_store_follows_core_and_notes_edits(tmp_path: Path) -> None:
+    """A long-lived view (the MCP server) re-reads core.md / notes.md when they change,
+    without a full reload of the memories."""
+    import os
+
+    from memofs.store.project import LiveStore, Store
+
+    Store.init(tmp_path, now=NOW)
+    store = Store.open(tmp_path, clock=lambda: NOW)
+    store.remember("Tabs in Makefiles")
+    live = LiveStore(store)
+    assert [r.source for r in live.state().recaller.recall("postgres", 5, now=NOW)] == []
+    loads = live.full_loads
+    core = tmp_path / ".memofs" / "memory" / "core.md"
+    core.write_text("## Stable Facts\n\n- Postgres 16.\n")
+    os.utime(core, ns=(1, 1))  # a different mtime even on a coarse clock
+    assert [r.source for r in live.state().recaller.recall("postgres", 5, now=NOW)] == ["core"]
+    notes = tmp_path / ".memofs" / "memory" / "notes.md"
+    notes.write_text("Postgres backups nightly\n")
+    # the notes line starts with the phrase: 1 + 2 against the core block's 1
+    assert [r.source for r in live.state().recaller.recall("postgres", 5, now=NOW)] == ["notes", "core"]
+    assert live.full_loads == loads

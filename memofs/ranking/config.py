@@ -116,7 +116,9 @@ class RecallConfig:
     use_supersession: bool = True
     superseded_penalty: float = 0.6
     # upstream's phrase scan of core.md and notes.md into the lexical candidates
-    # (upstream-facts section 2, memofs.signals.phrase_scan)
+    # (upstream-facts section 2, memofs.signals.phrase_scan); the query as the caller gave
+    # it is the phrase. Formula fusion only (the learned fusion and its features know no
+    # blocks); the learned fusion does not apply superseded_penalty either
     use_phrase_scan: bool = True
 
     def __post_init__(self) -> None:
