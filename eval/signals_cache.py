@@ -33,8 +33,9 @@ from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
 from memofs_eval.executor import LOCAL, Executor
 from memofs_eval.spec import DatasetRef
 
-FORMAT = 2
-COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
+FORMAT = 3  # 3: the superseded and is_phrase columns
+COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph",
+                            "superseded", "is_phrase")
 #: :class:`ContextColumns` fields, stored once per scope (they do not depend on the query)
 CONTEXT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ContextColumns))
 _MEMOFS = Path(__file__).resolve().parents[1] / "memofs"

@@ -34,6 +34,8 @@ TOGGLES: dict[str, str] = {
     "rewrite": "use_rewrite",
     "lexicon": "use_lexicon",
     "entity_boost": "use_entity_boost",
+    "supersession": "use_supersession",
+    "phrase_scan": "use_phrase_scan",
 }
 RETRIEVAL_TOGGLES: tuple[str, ...] = ("vector", "bm25", "fuzzy")
 """Toggles that retrieve candidates; the others adjust scores of retrieved candidates."""

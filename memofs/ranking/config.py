@@ -52,6 +52,7 @@ class RecallConfig:
     final    = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
                + w_confidence * clamp01(confidence or default_confidence)
     final   *= stale_penalty (anchor drift) * unverified_penalty (kind decay)
+               * superseded_penalty (supersession)
 
     Post-scoring names, one concept each (the spec's "Post-scoring intelligence: drift and
     decay"): *anchor drift* is switched by ``use_drift``; a memory whose anchor drifted is
@@ -108,6 +109,17 @@ class RecallConfig:
     # (an option beyond the spec; see memofs.ranking.learned)
     fusion: str = "formula"
     learned_model: str | None = None
+    # supersession (issue 20; spec "Entity-boost": superseded knowledge is outranked): a
+    # memory superseded by another (``remember --supersedes``, or a graph ``supersedes``
+    # edge onto one of its entities) is multiplied by ``superseded_penalty``; default chosen
+    # on agent-memory's dev split (eval/supersession_sweep.py)
+    use_supersession: bool = True
+    superseded_penalty: float = 0.6
+    # upstream's phrase scan of core.md and notes.md into the lexical candidates
+    # (upstream-facts section 2, memofs.signals.phrase_scan); the query as the caller gave
+    # it is the phrase. Formula fusion only (the learned fusion and its features know no
+    # blocks); the learned fusion does not apply superseded_penalty either
+    use_phrase_scan: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind_expiry_days", MappingProxyType(dict(self.kind_expiry_days)))
@@ -118,7 +130,8 @@ class RecallConfig:
         for name in ("k1", "fuzzy_boost", "w_relevance", "w_recency", "w_confidence", "half_life_days"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"RecallConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("b", "fuzzy_partial", "w_vec", "rerank_blend", "default_confidence", "stale_penalty", "unverified_penalty"):
+        for name in ("b", "fuzzy_partial", "w_vec", "rerank_blend", "default_confidence", "stale_penalty", "unverified_penalty",
+                     "superseded_penalty"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"RecallConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not self.saturation_c > 0:

@@ -15,7 +15,9 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
    A path with weight 0 contributes no candidate pool.
 3. Pools: top ``ceil(K * vector_pool_multiplier)`` by cosine, top
    ``ceil(K * lexical_pool_multiplier)`` by lexical (> 0), union by id, ties by id.
-4. ``base = w_vec * clamp01(cosine) + w_lex * clamp01(saturate(lexical, saturation_c))``
+4. ``base = w_vec * clamp01(cosine) + w_lex * clamp01(saturate(lexical, saturation_c))``;
+   a phrase-scan block's lexical (block score / 10) is clamped, not saturated (upstream's
+   merge; :func:`~memofs.ranking.pools.lexical_saturated`)
 5. ``base = (1 - blend) * base + blend * clamp01(rerank)``, ``blend = rerank_blend`` when
    the reranker is on and scored the candidates, else 0 (a failed reranker is skipped).
 6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
@@ -24,7 +26,9 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
 7. Anchor drift: ``final *= stale_penalty`` when an anchor drifted (``use_drift``); kind
    decay: ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
    (``use_decay``, :func:`~memofs.ranking.pools.unverified`); penalties compound
-   (0.5 * 0.6 = 0.3). Vocabulary: :class:`~memofs.ranking.config.RecallConfig`.
+   (0.5 * 0.6 = 0.3). Supersession: ``*= superseded_penalty`` when another memory
+   supersedes this one (``use_supersession``, :func:`~memofs.ranking.pools.superseded`).
+   Vocabulary: :class:`~memofs.ranking.config.RecallConfig`.
 8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
 
 ``cfg.fusion == "learned"`` (an option beyond the spec) keeps step 3's pools and replaces
@@ -36,8 +40,8 @@ from __future__ import annotations
 import numpy as np
 
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.pools import Fused, Pools, confidence, pools, recency, round_half_up, unverified
-from memofs.ranking.saturation import clamp01, saturate
+from memofs.ranking.pools import Fused, Pools, confidence, lexical_saturated, pools, recency, round_half_up, superseded, unverified
+from memofs.ranking.saturation import clamp01
 from memofs.signals.frame import SignalFrame
 
 
@@ -54,7 +58,7 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
     pool = candidates if candidates is not None else pools(frame, cfg, k)
     rows, w, lex, member = pool.rows, pool.weights, pool.row_lexical, pool.member
     cos = clamp01(frame.cosine[rows])
-    lex_sat = clamp01(saturate(lex, cfg.saturation_c))
+    lex_sat = lexical_saturated(lex, frame.is_phrase[rows], cfg)
     base0 = w.w_vec * cos + w.w_lex * lex_sat
     rr = frame.rerank[rows]
     if w.rerank_blend > 0:
@@ -69,7 +73,9 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
     unverified_rows = unverified(age, frame.kind[rows], cfg)
     stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
     unverified_factor = np.where(unverified_rows, cfg.unverified_penalty, 1.0)
-    factor = stale_factor * unverified_factor
+    superseded_rows = superseded(frame, rows, cfg)
+    superseded_factor = np.where(superseded_rows, cfg.superseded_penalty, 1.0)
+    factor = stale_factor * unverified_factor * superseded_factor
     final = round_half_up(composite * factor, cfg.round_decimals)
     order = np.lexsort((frame.order_key[rows], -final))[:k]
     parts = {
@@ -89,6 +95,8 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         "penalty": factor,
         "stale_factor": stale_factor,
         "unverified_factor": unverified_factor,
+        "superseded": superseded_rows,
+        "superseded_factor": superseded_factor,
         **member,
     }
     return Fused(rows=rows[order], scores=final[order], weights=w, candidate_parts=parts, order=order)

@@ -5,12 +5,16 @@
 2. effective weights (``dynamic_weights``; see :mod:`memofs.ranking.fusion`)
 3. top ``ceil(K * vector_pool_multiplier)`` rows by cosine and top
    ``ceil(K * lexical_pool_multiplier)`` by lexical (> 0), union by id, ties by id.
+   Phrase-scan blocks of core.md / notes.md (``frame.is_phrase``; their lexical is the
+   block score / 10, already cut to each file's top ``K*2``) join the lexical pool as
+   upstream unions them, unless ``use_phrase_scan`` is off.
 
 :func:`top_rows` is the reference selection (numpy, one pool at a time); :func:`pools` runs
 the same selection compiled, both pools in one pass over the frame, and is tested equal to
 it, ties included. The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are
 what both fusions return, and the per-candidate terms here (:func:`lexical_score`,
-:func:`recency`, :func:`confidence`, :func:`unverified`, :func:`round_half_up`) are what
+:func:`lexical_saturated`, :func:`recency`, :func:`confidence`, :func:`unverified`,
+:func:`superseded`, :func:`round_half_up`) are what
 both fusions compute from a frame: one definition each, so the learned features are the
 formula's own terms.
 """
@@ -27,7 +31,7 @@ from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.saturation import clamp01
+from memofs.ranking.saturation import clamp01, saturate
 from memofs.signals.frame import OTHER_KIND, SignalFrame
 
 
@@ -108,6 +112,21 @@ def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
     if cfg.use_fuzzy:
         return cfg.fuzzy_boost * frame.fuzzy
     return np.zeros(len(frame))
+
+
+def lexical_saturated(lexical: NDArray[np.float64], is_phrase: NDArray[np.bool_], cfg: RecallConfig) -> NDArray[np.float64]:
+    """``clamp01(saturate(lexical, saturation_c))`` (spec "Fusion"); a phrase-scan block's
+    score (block score / 10) is only clamped to [0, 1], as upstream's merge does (facts
+    sheet section 2: "not clamped here; the merge clamps it")."""
+    sat = clamp01(saturate(lexical, cfg.saturation_c))
+    return np.where(is_phrase, clamp01(lexical), sat) if is_phrase.any() else sat
+
+
+def superseded(frame: SignalFrame, rows: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
+    """Supersession's test: ``rows`` whose memory another memory supersedes (the frame's
+    ``superseded`` column), when ``cfg.use_supersession``; fusion multiplies them by
+    ``cfg.superseded_penalty``."""
+    return frame.superseded[rows] & cfg.use_supersession
 
 
 def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
@@ -410,10 +429,26 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
     n_vec = math.ceil(k * cfg.vector_pool_multiplier) if wv_max > 0 else 0
     n_lex = math.ceil(k * cfg.lexical_pool_multiplier) if wl_max > 0 else 0
     mode = _lex_mode(cfg)
+    # rows the compiled scan skips: graph documents (unless include_graph_docs) and
+    # phrase-scan blocks, which are candidates of their own (upstream unions its BM25 top
+    # K*2 with each file's top K*2 blocks, already cut by the scan), added below
+    excluded, include_graph = frame.is_graph, bool(cfg.include_graph_docs)
+    blocks = np.zeros(0, dtype=np.int64)
+    if frame.is_phrase.any():
+        excluded = (frame.is_graph & (not include_graph)) | frame.is_phrase
+        include_graph = False
+        if cfg.use_phrase_scan and n_lex > 0:
+            blocks = np.flatnonzero(frame.is_phrase)
     rows, in_vec, in_lex, lex, got_vec, got_lex, any_vec, any_lex = _select(
-        frame.cosine, frame.bm25, frame.fuzzy, frame.is_graph, frame.order_key,
-        mode, float(cfg.fuzzy_boost), bool(cfg.include_graph_docs), max(n_vec, 0), max(n_lex, 0),
+        frame.cosine, frame.bm25, frame.fuzzy, excluded, frame.order_key,
+        mode, float(cfg.fuzzy_boost), include_graph, max(n_vec, 0), max(n_lex, 0),
     )
+    if blocks.size:  # blocks follow every corpus row, so the union stays ascending
+        rows = np.concatenate([rows, blocks])
+        in_vec = np.concatenate([in_vec, np.zeros(blocks.size, dtype=bool)])
+        in_lex = np.concatenate([in_lex, np.ones(blocks.size, dtype=bool)])
+        lex = np.concatenate([lex, frame.bm25[blocks]])  # the block score / 10
+        got_lex, any_lex = got_lex + blocks.size, True
     wv, wl, reason = _weights(frame, cfg, any_vec, any_lex)
     if (got_vec and not wv > 0) or (got_lex and not wl > 0):
         in_vec &= wv > 0

@@ -10,8 +10,9 @@ scoring never reads the wall clock itself.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,11 +31,12 @@ from memofs.signals.embedders.base import Embedder
 from memofs.signals.embedders.select import SafeEmbedder
 from memofs.ranking.fusion import fuse
 from memofs.ranking.pools import Fused, pools
-from memofs.graph.entity_graph import EntityGraph
+from memofs.graph.entity_graph import SUPERSEDES, EntityGraph
 from memofs.files.records import Memory
+from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.rewrite import rewrite_query
-from memofs.signals.frame import ContextColumns, SignalFrame, context_columns, kind_code
+from memofs.signals.frame import OTHER_KIND, ContextColumns, SignalFrame, context_columns, kind_code
 from memofs.signals.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class RecallResult:
     score: float
     memory: Memory | None
     explain: dict[str, Any] | None = None
+    source: str = "memory"  # memory | graph | core | notes (a phrase-scan block of core.md / notes.md)
 
 
 class _Stopwatch:
@@ -104,6 +107,8 @@ class Recaller:
         self._rerank_rows: tuple[tuple[str, ...], NDArray[np.int64]] | None = None  # (ids it aligns, rows)
         self._graph_docs: dict[str, str] = {}
         self._columns: dict[int, _CorpusColumns] = {}
+        self._superseded_by: dict[str, tuple[str, ...]] | None = None
+        self.phrases = PhraseScanner()
         self.refresh_graph()
 
     # --- corpus ---------------------------------------------------------------------
@@ -168,6 +173,12 @@ class Recaller:
         self._vectors = None
         self._invalidate()
 
+    def set_phrase_sources(self, sources: Mapping[str, str]) -> None:
+        """The texts of ``core.md`` and ``notes.md`` (``{"core": ..., "notes": ...}``) that
+        recall phrase-scans into its lexical candidates (upstream-facts section 2;
+        :mod:`memofs.signals.phrase_scan`; switched by ``RecallConfig.use_phrase_scan``)."""
+        self.phrases = PhraseScanner(sources)
+
     def refresh_graph(self) -> None:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
         old = list(self._graph_docs)
@@ -183,13 +194,51 @@ class Recaller:
     def _invalidate(self) -> None:
         self._columns.clear()
         self._rerank_rows = None
+        self._superseded_by = None
+
+    def superseded_by(self) -> dict[str, tuple[str, ...]]:
+        """Superseded memory id -> what supersedes it (spec "Entity-boost": the pipeline
+        tracks which items have been superseded), in memory order:
+
+        * memory level: a memory of this corpus lists the id in ``supersedes``
+          (``remember --supersedes``); the superseder's id is given;
+        * graph level: an active ``supersedes`` edge ``A -> B`` where the memory is linked
+          to entity ``B`` (its ``metadata["entities"]``, the node ids it states, as the
+          datasets and upstream's source refs link them) and not to ``A`` (a memory that
+          names both states the change itself); given as ``"graph:A"``.
+
+        A memory never supersedes itself. Cached until the corpus or the graph changes."""
+        if self._superseded_by is not None:
+            return self._superseded_by
+        out: dict[str, dict[str, None]] = {}
+        for m in self._memories.values():
+            for old in m.supersedes:
+                if old != m.id and old in self._memories:
+                    out.setdefault(old, {})[m.id] = None
+        replaced: dict[str, list[str]] = {}  # superseded node -> superseding nodes
+        for e in self.graph.edges:
+            if e.type == SUPERSEDES and e.status == "active":
+                replaced.setdefault(e.target, []).append(e.source)
+        if replaced:
+            for m in self._memories.values():
+                ents = m.metadata.get("entities") if m.metadata else None
+                if not ents:
+                    continue
+                linked = set(ents)
+                for node in ents:
+                    for newer in replaced.get(node, ()):
+                        if newer not in linked:
+                            out.setdefault(m.id, {})[f"{GRAPH_PREFIX}{newer}"] = None
+        order = {d: i for i, d in enumerate(self._memories)}
+        self._superseded_by = {d: tuple(out[d]) for d in sorted(out, key=order.__getitem__)}
+        return self._superseded_by
 
     # --- signals --------------------------------------------------------------------
     def _layout(self, idx: BM25Index) -> _CorpusColumns:
         """Query-independent columns aligned with ``idx.ids`` (cached until the corpus changes)."""
         cols = self._columns.get(id(idx))
         if cols is None:
-            cols = _CorpusColumns.build(idx, self._memories, self._vectors)
+            cols = _CorpusColumns.build(idx, self._memories, self._vectors, self.superseded_by())
             self._columns[id(idx)] = cols
         return cols
 
@@ -210,7 +259,9 @@ class Recaller:
 
     def _text_of(self, doc_id: str) -> str:
         mem = self._memories.get(doc_id)
-        return mem.text if mem is not None else self._graph_docs.get(doc_id, "")
+        if mem is not None:
+            return mem.text
+        return self._graph_docs.get(doc_id) or self.phrases.text_of(doc_id) or ""
 
     def _now(self, now: datetime | None) -> datetime:
         if now is not None:
@@ -250,19 +301,24 @@ class Recaller:
         """
         cfg = config or self.config
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True)
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=True, k=cfg.top_k)
         if frame.rerank_ok:
             with stage("rerank overlap"):
-                frame.rerank[:] = self._rerank_all(frame.query_text, frame.ids)
+                n = len(cols.ids)
+                frame.rerank[:n] = self._rerank_all(frame.query_text, cols.ids)
+                if len(frame) > n:  # phrase-scan blocks are not in the corpus's overlap index
+                    self._rerank_pool(frame, cfg.replace(use_reranker=True), np.arange(n, len(frame)))
         self._drift(frame, cols, np.arange(len(frame)), stage)
         return frame
 
     def _extract(self, query: str, task_type: str | None, now: datetime | None, cfg: RecallConfig,
-                 stage: _Stopwatch, context: bool) -> tuple[SignalFrame, _CorpusColumns]:
+                 stage: _Stopwatch, context: bool, k: int) -> tuple[SignalFrame, _CorpusColumns]:
         """The frame with every signal the pools need (lexical, cosine, age, ...), and the
         corpus columns; the rerank overlap (NaN) and drift (False) wait for
         :meth:`signals` or the pool. ``context``: attach the corpus's
-        :class:`~memofs.signals.frame.ContextColumns` (only the learned fusion reads them)."""
+        :class:`~memofs.signals.frame.ContextColumns` (only the learned fusion reads them).
+        ``k``: the result count, which sizes the phrase scan (top ``ceil(k *
+        lexical_pool_multiplier)`` blocks per file, upstream's ``K*2``)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         now = self._now(now)
@@ -294,19 +350,27 @@ class Recaller:
         elif not self.embedder.available:
             notes.append("no embedder: lexical only")
         with stage("frame build"):
-            return SignalFrame(
+            frame = SignalFrame(
                 ids=ids, order_key=cols.order_key, bm25=lex.bm25, fuzzy=lex.fuzzy,
                 cosine=cosine if cosine is not None else np.full(n, np.nan), rerank=np.full(n, np.nan),
                 age_days=age, confidence=cols.confidence, kind=cols.kind, stale=np.zeros(n, dtype=bool),
                 is_graph=cols.is_graph, query_text=text, vector_ok=vector_ok,
                 rerank_ok=isinstance(self.reranker, DeterministicFallbackReranker) and bool(text.strip()),
                 entities=tuple(resolved), notes=notes, context=cols.context if context else None,
-            ), cols
+                superseded=cols.superseded,
+            )
+        # the learned fusion's features know nothing of blocks: it scores the corpus alone
+        if self.phrases and cfg.fusion == "formula":
+            with stage("phrase scan"):
+                hits = self.phrases.scan(query, math.ceil(k * cfg.lexical_pool_multiplier))
+                frame = with_phrase_rows(frame, [h for h in hits if h.block.id not in self._memories])
+        return frame, cols
 
     def _drift(self, frame: SignalFrame, cols: _CorpusColumns, rows: NDArray[np.int64], stage: _Stopwatch) -> None:
         """Mark the anchored documents among ``rows`` whose anchors drifted (spec drift)."""
         if self.anchors.root is None or not cols.anchored.any():
             return
+        rows = rows[rows < len(cols.ids)]  # phrase-scan blocks have no anchors
         with stage("anchor check"):
             for i in rows[cols.anchored[rows]].tolist():
                 drift = self.anchors.drift(self._memories[frame.ids[i]].anchors)
@@ -351,7 +415,7 @@ class Recaller:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         stage = _Stopwatch(profile)
-        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned")
+        frame, cols = self._extract(query, task_type, now, cfg, stage, context=cfg.fusion == "learned", k=k)
         with stage("fusion"):
             pool = pools(frame, cfg, k)
         blend_ready = frame.rerank_ok
@@ -369,13 +433,43 @@ class Recaller:
         for pos, row in enumerate(fused.rows.tolist()):
             doc_id = frame.ids[row]
             mem = self._memories.get(doc_id)
-            text = mem.text if mem is not None else self._graph_docs.get(doc_id, "")
-            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem, explain_row(frame, fused, pos) if explain else None))
+            text = self._text_of(doc_id)
+            source = "memory" if mem is not None else "graph" if doc_id in self._graph_docs else self.phrases.source_of(doc_id)
+            out.append(RecallResult(doc_id, text, float(fused.scores[pos]), mem,
+                                    explain_row(frame, fused, pos, self.superseded_by()) if explain else None, source))
         return out
 
 
-def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
-    """Every signal, weight and penalty behind one result (``recall(explain=True)``)."""
+def with_phrase_rows(frame: SignalFrame, hits: list[PhraseHit]) -> SignalFrame:
+    """``frame`` with one row per phrase-scan hit appended (upstream-facts section 2): the
+    block's lexical score ``score / 10`` in the ``bm25`` column (fuzzy 0), no vector, no
+    age (recency 0.5) and no confidence (the default), kind "other", ``is_phrase`` set.
+    Every row's ``order_key`` is re-ranked over the longer id list (ties by id)."""
+    if not hits:
+        return frame
+    m = len(hits)
+    ids = frame.ids + tuple(h.block.id for h in hits)
+    order_key = np.empty(len(ids), dtype=np.int64)
+    order_key[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+
+    def ext(a: NDArray, fill: Any) -> NDArray:
+        return np.concatenate([a, np.full(m, fill, dtype=a.dtype)])
+
+    return SignalFrame(
+        ids=ids, order_key=order_key,
+        bm25=np.concatenate([frame.bm25, np.array([h.lexical for h in hits])]), fuzzy=ext(frame.fuzzy, 0.0),
+        cosine=ext(frame.cosine, np.nan), rerank=ext(frame.rerank, np.nan), age_days=ext(frame.age_days, np.nan),
+        confidence=ext(frame.confidence, np.nan), kind=ext(frame.kind, OTHER_KIND), stale=ext(frame.stale, False),
+        is_graph=ext(frame.is_graph, False), query_text=frame.query_text, vector_ok=frame.vector_ok,
+        rerank_ok=frame.rerank_ok, stale_reasons=frame.stale_reasons, entities=frame.entities, notes=frame.notes,
+        context=None, superseded=ext(frame.superseded, False), is_phrase=ext(frame.is_phrase, True),
+    )
+
+
+def explain_row(frame: SignalFrame, fused: Fused, pos: int,
+                superseded_by: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """Every signal, weight and penalty behind one result (``recall(explain=True)``);
+    ``superseded_by``: :meth:`Recaller.superseded_by`, for the supersession penalty's reason."""
     p = {name: v[pos] for name, v in fused.parts.items()}
     doc_id = frame.ids[int(fused.rows[pos])]
     w = fused.weights
@@ -389,6 +483,10 @@ def explain_row(frame: SignalFrame, fused: Fused, pos: int) -> dict[str, Any]:
         penalties.append({"name": "stale_anchor", "factor": float(p["stale_factor"]), "reason": frame.stale_reasons.get(doc_id, "anchor drifted")})
     if p["unverified"]:
         penalties.append({"name": "unverified_kind", "factor": float(p["unverified_factor"]), "reason": "older than its kind's expiry floor"})
+    if p.get("superseded", False):  # the learned fusion has no supersession term
+        by = (superseded_by or {}).get(doc_id, ())
+        penalties.append({"name": "superseded", "factor": float(p["superseded_factor"]),
+                          "reason": "superseded by " + ", ".join(by) if by else "superseded"})
     return {
         "signals": {
             "bm25": num(p["bm25"]), "fuzzy": num(p["fuzzy"]), "lexical": num(p["lexical"]),
@@ -423,6 +521,7 @@ class _CorpusColumns:
     anchored: NDArray[np.bool_]  # the memory has code anchors (drift can apply)
     namespaces: tuple[str | None, ...] = ()  # None for a graph document
     texts: tuple[str, ...] = ()
+    superseded: NDArray[np.bool_] | None = None  # another memory supersedes it (Recaller.superseded_by); None: none
 
     @cached_property
     def context(self) -> ContextColumns:
@@ -453,7 +552,8 @@ class _CorpusColumns:
         return out
 
     @classmethod
-    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None) -> _CorpusColumns:
+    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None,
+              superseded: Iterable[str] = ()) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
         created = np.full(n, np.nan)
@@ -475,6 +575,8 @@ class _CorpusColumns:
             anchored[i] = bool(m.anchors)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
         mems = [memories.get(d) for d in ids]
+        old = set(superseded)
+        sup = np.fromiter((d in old for d in ids), dtype=bool, count=n)
         return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
                    tuple(m.namespace if m is not None else None for m in mems),
-                   tuple(m.text if m is not None else "" for m in mems))
+                   tuple(m.text if m is not None else "" for m in mems), sup)

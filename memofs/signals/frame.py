@@ -120,6 +120,12 @@ class SignalFrame:
     Missing values are NaN: ``cosine`` (no vector for that document, or no query vector),
     ``rerank`` (reranker unavailable, failed, or not run for that document), ``age_days``
     (no ``created_at``), ``confidence`` (not given).
+
+    ``superseded``: another memory of the corpus supersedes this one (its ``supersedes``
+    ids, or a graph ``supersedes`` edge onto one of its entities; see
+    :meth:`memofs.ranking.recall.Recaller.superseded_by`). ``is_phrase``: the row is a block
+    of ``core.md`` / ``notes.md`` found by the phrase scan (:mod:`memofs.signals.phrase_scan`),
+    whose ``bm25`` column holds the block score / 10 (fuzzy 0). Both default to all False.
     """
 
     ids: tuple[str, ...]
@@ -140,6 +146,15 @@ class SignalFrame:
     entities: tuple = ()
     notes: list[str] = field(default_factory=list)
     context: ContextColumns | None = None  # None: not computed (learned context features are then 0)
+    superseded: NDArray[np.bool_] | None = None  # None: no row is (filled in by __post_init__)
+    is_phrase: NDArray[np.bool_] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        if self.superseded is None:
+            self.superseded = np.zeros(n, dtype=bool)
+        if self.is_phrase is None:
+            self.is_phrase = np.zeros(n, dtype=bool)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -148,7 +163,8 @@ class SignalFrame:
         """The frame restricted to ``rows`` (e.g. a query's scoped corpus)."""
         arr = {
             name: getattr(self, name)[rows]
-            for name in ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph")
+            for name in ("order_key", "bm25", "fuzzy", "cosine", "rerank", "age_days", "confidence", "kind", "stale", "is_graph",
+                         "superseded", "is_phrase")
         }
         ids = tuple(self.ids[i] for i in rows.tolist())
         keep = set(ids)

@@ -32,7 +32,7 @@ text on blank lines or newlines as upstream does, so multi-line memories stay wh
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -296,8 +296,27 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_recall(results: Sequence[Any]) -> list[str]:
-    """``"<n>. <text>\\n score: <score>"``; a drifted anchor adds ``(stale: <reason>)``."""
+def supersession_line(doc_id: str, text: str, supersedes: Sequence[str], superseded_by: Sequence[str],
+                      text_of: Callable[[str], str | None]) -> str | None:
+    """A memory's temporal state, worded as an entity's (spec "Entity-boost": "currently:
+    uses OAuth; supersedes JWT"): ``"currently: <this>; supersedes <old>; ..."`` for a memory
+    that supersedes others, ``"superseded; currently: <newer>; ..."`` for one superseded.
+    Texts are :func:`preview`-shortened; ids ``text_of`` does not know are left out."""
+    old = [preview(t) for t in map(text_of, supersedes) if t]
+    new = [preview(t) for t in map(text_of, superseded_by) if t]
+    if new:
+        return "superseded; " + "; ".join(f"currently: {t}" for t in new)
+    if old:
+        return f"currently: {preview(text)}; " + "; ".join(f"supersedes {t}" for t in old)
+    return None
+
+
+def render_recall(results: Sequence[Any], superseded_by: Mapping[str, Sequence[str]] | None = None,
+                  text_of: Callable[[str], str | None] | None = None) -> list[str]:
+    """``"<n>. <text>\\n score: <score>"``; a drifted anchor adds ``(stale: <reason>)``.
+    With ``superseded_by`` (:meth:`memofs.ranking.recall.Recaller.superseded_by`) and
+    ``text_of`` (id -> text), a memory in a supersedes relation gets a third line
+    ``" ↳ <supersession_line>"``."""
     items = []
     for i, r in enumerate(results, start=1):
         line = f"{i}. {r.text.strip()}\n score: {r.score:.4f}"
@@ -305,6 +324,10 @@ def render_recall(results: Sequence[Any]) -> list[str]:
         stale = [p["reason"] for p in pen if p.get("name") == "stale_anchor"]
         if stale:
             line += f" (stale: {stale[0]})"
+        if superseded_by is not None and text_of is not None and r.memory is not None:
+            state = supersession_line(r.id, r.text, r.memory.supersedes, superseded_by.get(r.id, ()), text_of)
+            if state:
+                line += f"\n ↳ {state}"
         items.append(line)
     return items
 
@@ -456,9 +479,11 @@ def build_context(
     except Exception as exc:  # the briefing degrades, it does not fail (upstream warning)
         warnings.append(f"Recall failed: {exc}")
         results = []
+    if core.strip():  # core.md is its own section: its phrase-scan blocks would repeat it
+        results = [r for r in results if getattr(r, "source", "memory") != "core"]
     lists = {
         "entities": entities,
-        "recall": render_recall(results),
+        "recall": _render_recall_of(recaller, results),
         "recent": render_events(list(events)[:n_recent]) if options.include_recent else [],
         "notes": head.items if show_notes else [],
     }
@@ -500,6 +525,25 @@ def build_context(
         for r in (results if full else results[: COMPACT_SHOWN["recall"]])
     ]
     return Briefing(text, budget, packed.sections, items, expandable, warnings, query)
+
+
+def _render_recall_of(recaller: Any, results: Sequence[Any]) -> list[str]:
+    """:func:`render_recall` with the supersession lines when the recaller tracks them
+    (a :class:`~memofs.ranking.recall.Recaller`; a stand-in without them renders plainly)."""
+    sup = getattr(recaller, "superseded_by", None)
+    return render_recall(results, sup(), _text_of(recaller)) if sup is not None else render_recall(results)
+
+
+def _text_of(recaller: Any) -> Callable[[str], str | None]:
+    """Id -> text over the recaller's memories; ``graph:<id>`` -> the node's label."""
+    def text_of(doc_id: str) -> str | None:
+        m = recaller.memories.get(doc_id)
+        if m is not None:
+            return m.text
+        if doc_id.startswith("graph:") and doc_id[6:] in recaller.graph:
+            return recaller.graph.node(doc_id[6:]).label
+        return None
+    return text_of
 
 
 def _hidden(packed: Packed, totals: dict[str, int]) -> dict[str, int]:
@@ -556,6 +600,8 @@ def result_dict(r: Any, explain: bool = False) -> dict[str, Any]:
                    confidence=m.confidence, tags=list(m.tags),
                    anchors=[{"path": a.path, "sha256": a.sha256} for a in m.anchors])
         out.update({k: m.metadata[k] for k in MEMORY_EXTRA_FIELDS if k in m.metadata})  # upstream's fields
+    elif getattr(r, "source", "memory") != "memory":  # a graph document or a core.md / notes.md block
+        out["kind"] = r.source
     pen = (r.explain or {}).get("penalties", [])
     out["stale"] = any(p.get("name") == "stale_anchor" for p in pen)
     if explain:

@@ -373,6 +373,17 @@ class Store:
         except safe_json.JSONFileError as exc:
             raise StoreError(str(exc)) from None
 
+    def phrase_sources(self) -> dict[str, str]:
+        """``core.md`` and ``notes.md`` as recall's phrase scan reads them (missing: empty)."""
+        out = {"core": self.read_core()}
+        try:
+            out["notes"] = safe_json.read_text(self.paths.core.with_name("notes.md"))
+        except FileNotFoundError:
+            out["notes"] = ""
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
+        return out
+
     def recent_events(self, n: int = 20) -> tuple[list[dict[str, Any]], list[str]]:
         """The last ``n`` events, newest first, and load warnings. Only the file's tail is
         read (every briefing asks for 20, however many events the store holds)."""
@@ -403,9 +414,10 @@ class Store:
             raise StoreError(str(exc)) from None
 
     def signature(self) -> tuple:
-        """Changes whenever memories, graph or core change (size + mtime), for reloads."""
+        """Changes whenever memories, graph, core or notes.md change (size + mtime), for reloads."""
         sig = []
-        for f in (self.paths.memories, self.paths.graph / "nodes.jsonl", self.paths.graph / "edges.jsonl", self.paths.core):
+        for f in (self.paths.memories, self.paths.graph / "nodes.jsonl", self.paths.graph / "edges.jsonl", self.paths.core,
+                  self.paths.core.with_name("notes.md")):
             try:
                 st = f.stat()
                 sig.append((st.st_size, st.st_mtime_ns))
@@ -680,6 +692,7 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
         config, notes = store.recall_config_notes()
     rec = Recaller(config, embedder=embedder, graph=graph,
                    anchor_root=store.root, clock=clock or store.clock)
+    rec.set_phrase_sources(store.phrase_sources())
     out = Rehydrated(rec, report.memories, [*report.warnings, *notes])
     mems = report.memories
     if embedder is None or not mems:
@@ -732,6 +745,8 @@ class LiveStore:
         if self._state is None or whole or not self._apply(data, graph_changed=sig[1:3] != self._sig[1:3]):
             self._state = rehydrate(self.store, embedder=self.embedder, clock=self.clock)
             self.full_loads += 1
+        elif sig[3:] != self._sig[3:]:  # core.md or notes.md changed: the phrase scan's texts
+            self._state.recaller.set_phrase_sources(self.store.phrase_sources())
         self._sig = sig
         return self._state
 
