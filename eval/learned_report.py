@@ -9,7 +9,7 @@ category) and ``per-query-<dataset>.csv``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,16 +52,23 @@ def mean_table(st: Study, names: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"run": [label(n) for n in names], "nDCG@10": [float(st.scores[n].mean()) for n in names]})
 
 
+def paired_table(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Mapping[str, list[str]]], scores: pd.DataFrame,
+                 qids: Sequence[str], treatment: str, peers: Sequence[str], metric: str = "ndcg@10",
+                 name: Callable[[str], str] = label) -> pd.DataFrame:
+    """ranx paired Student's t of ``treatment`` vs each of ``peers`` on ``qids``, Holm over the peers."""
+    judged = {q: qrels[q] for q in qids}
+    sub = {n: {q: runs[n][q] for q in qids} for n in (treatment, *peers)}
+    raw = [paired_pvalues(judged, sub[p], sub[treatment], [metric], "student")[metric] for p in peers]
+    return pd.DataFrame({"peer": [name(p) for p in peers], "peer nDCG@10": [float(scores[p].mean()) for p in peers],
+                         f"{treatment} - peer": [float((scores[treatment] - scores[p]).mean()) for p in peers],
+                         "p_raw": raw, "p_holm": holm(raw)})
+
+
 def sig_table(st: Study, treatment: str, peers: Sequence[str] = SIG_PEERS) -> pd.DataFrame:
     """ranx paired Student's t of ``treatment`` vs each peer on the study's metric, Holm over the peers."""
     peers = [p for p in peers if p in st.runs]
     metric = str(st.scores.attrs.get("metric", "ndcg@10"))
-    judged = {q: st.bench.qrels[q] for q in st.qids}
-    sub = {n: {q: st.runs[n][q] for q in st.qids} for n in (treatment, *peers)}
-    raw = [paired_pvalues(judged, sub[p], sub[treatment], [metric], "student")[metric] for p in peers]
-    return pd.DataFrame({"peer": [label(p) for p in peers], "peer nDCG@10": [float(st.scores[p].mean()) for p in peers],
-                         f"{treatment} - peer": [float((st.scores[treatment] - st.scores[p]).mean()) for p in peers],
-                         "p_raw": raw, "p_holm": holm(raw)})
+    return paired_table(st.bench.qrels, st.runs, st.scores, st.qids, treatment, peers, metric)
 
 
 def category_table(st: Study, cols: Sequence[str] = CATEGORY_RUNS) -> pd.DataFrame:

@@ -667,6 +667,47 @@ def rrf_scores(X: NDArray[np.float64]) -> NDArray[np.float64]:
     return X[:, FEATURES.index("rrf")]
 
 
+@dataclass(frozen=True)
+class Scored:
+    """One query's candidates scored by a model (or its fallback): rounded ``final`` scores,
+    the ``raw`` score they come from, the unrounded ``composite``, the out-of-distribution
+    ``share`` (None without a training range) and the ``note`` explain shows."""
+
+    final: NDArray[np.float64]
+    raw: NDArray[np.float64]
+    composite: NDArray[np.float64]
+    share: float | None
+    fell_back: bool
+    note: str
+
+
+def score(model: Model, X: NDArray[np.float64], cfg: RecallConfig) -> Scored:
+    """Score candidates whose :data:`FEATURES` matrix is ``X``: ``1 / (1 + exp(-raw))``
+    rounded half up to ``cfg.round_decimals``, or the RRF fallback on out-of-distribution
+    candidates (see :func:`fuse_learned`). The one scorer of the online path and the study."""
+    cols = [FEATURES.index(f) for f in model.features]
+    share = out_of_distribution(model, X[:, cols])
+    ood = share is not None and share > cfg.learned_ood_threshold
+    if ood and cfg.learned_fallback == "rrf":
+        raw = rrf_scores(X)
+        composite = raw
+        note = (f"learned model out of distribution ({share:.3f} of feature values outside its training range "
+                f"> {cfg.learned_ood_threshold}): fell back to rrf")
+    else:
+        raw = model.raw_scores(X[:, cols])
+        composite = 1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0)))
+        if ood:
+            note = f"learned model ({model.kind}); out of distribution ({share:.3f} > {cfg.learned_ood_threshold}), kept (learned_fallback='none')"
+        else:
+            note = f"learned model ({model.kind})" + ("" if share is None else f"; in distribution ({share:.3f} outside its training range)")
+    return Scored(round_half_up(composite, cfg.round_decimals), raw, composite, share, ood and cfg.learned_fallback == "rrf", note)
+
+
+def rank_order(final: NDArray[np.float64], order_key: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    """Candidate positions best first: score descending, then id ascending (the pipeline's rule); cut at ``k``."""
+    return np.lexsort((order_key, -final))[:k]
+
+
 def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: Model | None = None, candidates=None):
     """The formula's pools scored by ``model`` (default: ``cfg.learned_model``); returns a
     :class:`memofs.ranking.pools.Fused` whose ``parts`` hold the features and the raw score.
@@ -684,20 +725,9 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: Model | N
     pool = candidates if candidates is not None else pools(frame, cfg, k)
     rows, w, member = pool.rows, pool.weights, pool.member
     X = features(frame, rows, member, model.params, cfg)
-    cols = [FEATURES.index(f) for f in model.features]
-    share = out_of_distribution(model, X[:, cols])
-    ood = share is not None and share > cfg.learned_ood_threshold
-    if ood and cfg.learned_fallback == "rrf":
-        raw = rrf_scores(X)
-        composite = raw
-        note = f"learned model out of distribution ({share:.3f} of feature values outside its training range > {cfg.learned_ood_threshold}): fell back to rrf"
-    else:
-        raw = model.raw_scores(X[:, cols])
-        composite = 1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0)))
-        note = (f"learned model ({model.kind}); out of distribution ({share:.3f} > {cfg.learned_ood_threshold}), kept (learned_fallback='none')"
-                if ood else f"learned model ({model.kind})" + ("" if share is None else f"; in distribution ({share:.3f} outside its training range)"))
-    final = round_half_up(composite, cfg.round_decimals)
-    order = np.lexsort((frame.order_key[rows], -final))[:k]
+    sc = score(model, X, cfg)
+    final, raw, composite = sc.final, sc.raw, sc.composite
+    order = rank_order(final, frame.order_key[rows], k)
     parts: dict[str, NDArray] = {f: X[:, j] for j, f in enumerate(FEATURES)}
     nan = np.full(rows.size, np.nan)
     ones = np.ones(rows.size)
@@ -707,8 +737,8 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: Model | N
         "cosine": frame.cosine[rows], "rerank": frame.rerank[rows], "stale": frame.stale[rows].copy(),
         "unverified": parts["unverified"].astype(bool), "stale_factor": ones, "unverified_factor": ones, "penalty": ones,
         "base_before_rerank": nan, "base": nan, "composite": composite,
-        "learned_raw": raw, "learned_ood_share": np.full(rows.size, np.nan if share is None else share),
+        "learned_raw": raw, "learned_ood_share": np.full(rows.size, np.nan if sc.share is None else sc.share),
     })
     parts.update(member)
-    return Fused(rows=rows[order], scores=final[order], weights=replace(w, reason=f"{w.reason}; {note}"),
+    return Fused(rows=rows[order], scores=final[order], weights=replace(w, reason=f"{w.reason}; {sc.note}"),
                  candidate_parts=parts, order=order)
