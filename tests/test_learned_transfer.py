@@ -181,3 +181,18 @@ def test_shipped_v3_model_reproduces_its_recorded_figure(path):
     run = {q: fuse_learned(frames[q], cfg, cfg.top_k, model=model).ids(frames[q]) for q in check["queries"]}
     got = per_query({q: bench.qrels[q] for q in run}, run, ["ndcg@10"])["ndcg@10"].mean()
     assert got == pytest.approx(check["ndcg@10"], abs=1e-9)
+
+
+def test_status_names_the_active_profile(tmp_path):
+    from tests.test_cli import jrun, run
+
+    run(tmp_path, "init")
+    assert jrun(tmp_path, "status")["profile"] == "reference"
+    assert "profile:    reference" in run(tmp_path, "status").output
+    if not profile_file("robust").is_file():
+        pytest.skip("robust profile not shipped in this checkout")
+    cfg_path = tmp_path / ".memofs" / "config.json"
+    doc = json.loads(cfg_path.read_text())
+    doc["recall"] = {"profile": "robust"}
+    cfg_path.write_text(json.dumps(doc))
+    assert jrun(tmp_path, "status")["profile"] == "robust"
