@@ -196,3 +196,18 @@ def test_status_names_the_active_profile(tmp_path):
     doc["recall"] = {"profile": "robust"}
     cfg_path.write_text(json.dumps(doc))
     assert jrun(tmp_path, "status")["profile"] == "robust"
+
+
+def test_readme_lodo_table_reads_the_summary(tmp_path):
+    from memofs_eval.readme_tables import lodo_table
+
+    assert "learned_transfer" in lodo_table(tmp_path)
+    d = tmp_path / "reports" / "learned" / "lodo"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({
+        "embedders": {"locomo": "minilm"}, "absent": ["longmemeval"],
+        "lodo": {"locomo": {"learned": 0.5032, "reference": 0.1961, "peers": {"a": 0.4, "b": 0.4933}}},
+        "robust": {"candidate": "lambdamart / all / raw query", "lodo": {"locomo": 0.51}}}))
+    t = lodo_table(tmp_path)
+    assert "| locomo (minilm) | 0.196 | 0.493 | 0.503 | 0.510 |" in t
+    assert "Absent when generated: longmemeval" in t and "lambdamart / all / raw query" in t
