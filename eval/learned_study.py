@@ -34,7 +34,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.learned import FEATURES, FeatureParams, LearnedModel, features, fuse_learned
+from memofs.ranking.learned import FEATURES, FeatureParams, LearnedModel, TrainingRange, features, fuse_learned
 from memofs.ranking.pools import pools
 from memofs.signals.frame import SignalFrame
 from memofs_eval._env import REPO, cache_root
@@ -45,7 +45,7 @@ from memofs_eval.metrics import per_query
 from memofs_eval.runner import Ranked, fused_run
 from memofs_eval.signals_cache import SignalCache
 from memofs_eval.spec import TOGGLES, DatasetRef, Spec, expand_variants, load_spec
-from memofs_datasets.shared import locomo_path
+from memofs_datasets.shared import locomo_path, longmemeval_dev_path
 
 AGENT_MEMORY_PATH = REPO / "datasets" / "agent-memory"
 SPECS = REPO / "eval" / "specs"
@@ -65,16 +65,26 @@ def dataset_ref(name: str) -> DatasetRef:
             raise SystemExit("learned fusion study: LoCoMo is not in shared data ($MEMOFS_SHARED, default ../shared)")
         # the spec's loader options, on the shared copy wherever it lives
         return DatasetRef("locomo", path, "locomo", dict(dataset_spec("locomo").datasets[0].options))
+    if name == "longmemeval":
+        path = longmemeval_dev_path()
+        if path is None:
+            raise SystemExit("learned fusion study: the LongMemEval dev sample is not in shared data ($MEMOFS_SHARED, default ../shared)")
+        return DatasetRef("longmemeval", path, "longmemeval", dict(dataset_spec("longmemeval").datasets[0].options))
     if name == "agent-memory":
         return DatasetRef("agent-memory", AGENT_MEMORY_PATH, "memofs")
     if name == "tiny":
         return DatasetRef("tiny", REPO / "datasets" / "tiny", "memofs")
-    raise ValueError(f"unknown dataset {name!r} (locomo | agent-memory | tiny)")
+    raise ValueError(f"unknown dataset {name!r} (locomo | longmemeval | agent-memory | tiny)")
 
 
 def dataset_spec(name: str) -> Spec:
     """The spec whose ``memofs-eval run`` report the study's peers must match."""
-    return load_spec(SPECS / ("locomo.toml" if name == "locomo" else "default.toml"))
+    return load_spec(SPECS / {"locomo": "locomo.toml", "longmemeval": "longmemeval.toml"}.get(name, "default.toml"))
+
+
+def dataset_present(name: str) -> bool:
+    """Whether ``name``'s data is here (shared datasets may be absent in a fresh clone)."""
+    return {"locomo": locomo_path, "longmemeval": longmemeval_dev_path}.get(name, lambda: AGENT_MEMORY_PATH)() is not None
 
 
 def frames_for(data: EvalData, embedder: str = "minilm", root: Path | None = None, progress: bool = False,
@@ -97,6 +107,7 @@ class Bench:
     data: EvalData | None = None  # the harness's view, for the peers
     spec: Spec | None = None
     root: Path | None = None  # cache root of the frames (default: the harness's)
+    embedder: str | None = None  # default: the spec's
 
     @property
     def qids(self) -> list[str]:
@@ -106,8 +117,9 @@ class Bench:
     def load(cls, name: str, embedder: str | None = None, progress: bool = False, root: Path | None = None) -> Bench:
         spec = dataset_spec(name)
         data = EvalData(dataset_ref(name), load(dataset_ref(name)))
-        frames = frames_for(data, embedder or spec.embedder, root, progress, spec.default_config())
-        return cls(name, frames, data.qrels, data.category, data.group, data.split, data, spec, root)
+        emb = embedder or spec.embedder
+        frames = frames_for(data, emb, root, progress, spec.default_config())
+        return cls(name, frames, data.qrels, data.category, data.group, data.split, data, spec, root, emb)
 
     def frames_of(self, cfg: RecallConfig) -> dict[str, SignalFrame]:
         """Frames at ``cfg``'s signal settings: the bench's own when they match the spec's
@@ -118,7 +130,7 @@ class Bench:
             return self.frames
         if self.data is None:
             raise ValueError(f"{self.name}: frames of another signal group need the bench's harness data (Bench.load)")
-        return frames_for(self.data, spec.embedder, self.root, cfg=cfg)
+        return frames_for(self.data, self.embedder or spec.embedder, self.root, cfg=cfg)
 
 
 # --------------------------------------------------------------------------- training
@@ -146,17 +158,20 @@ def blocks(bench: Bench, qids: Sequence[str], cfg: RecallConfig, params: Feature
     return out
 
 
-def pairs(blocks_: Sequence[Block], cols: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pairs(blocks_: Sequence[Block], cols: Sequence[int], query_weight: Sequence[float] | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairwise differences ``x_i - x_j`` (``rel_i > rel_j``, same query) with label 1, every
-    other one negated with label 0, and weights ``1 / pairs(query)`` (each query counts the same)."""
+    other one negated with label 0, and weights ``query_weight / pairs(query)`` (default 1:
+    each query counts the same)."""
     diffs, weights = [], []
-    for b in blocks_:
+    qw = list(query_weight) if query_weight is not None else [1.0] * len(blocks_)
+    for b, wq in zip(blocks_, qw, strict=True):
         hi, lo = np.nonzero(b.y[:, None] > b.y[None, :])
         if hi.size == 0:
             continue
         X = b.X[:, cols]
         diffs.append(X[hi] - X[lo])
-        weights.append(np.full(hi.size, 1.0 / hi.size))
+        weights.append(np.full(hi.size, wq / hi.size))
     if not diffs:
         raise ValueError("no training pair: no query has a relevant and a non-relevant candidate")
     D = np.concatenate(diffs)
@@ -177,8 +192,10 @@ def data_hash(blocks_: Sequence[Block]) -> str:
 
 
 def train(blocks_: Sequence[Block], feature_names: Sequence[str] = FEATURES, C: float = C_DEFAULT,
-          params: FeatureParams | None = None, meta: Mapping | None = None) -> LearnedModel:
-    """Pairwise logistic regression on standardised features (see module docstring)."""
+          params: FeatureParams | None = None, meta: Mapping | None = None,
+          query_weight: Sequence[float] | None = None) -> LearnedModel:
+    """Pairwise logistic regression on standardised features (see module docstring);
+    ``query_weight``: per block (default 1; the study gives each dataset the same total)."""
     from sklearn import __version__ as skv
     from sklearn.linear_model import LogisticRegression
 
@@ -188,7 +205,7 @@ def train(blocks_: Sequence[Block], feature_names: Sequence[str] = FEATURES, C: 
     scale = allX.std(axis=0)
     scale = np.where(scale > 1e-12, scale, 1.0)  # constant columns: any scale, their diffs are 0
     scaled = [Block(b.qid, b.rows, b.member, (b.X[:, cols] - mean) / scale, b.y) for b in blocks_]
-    D, y, w = pairs(scaled, list(range(len(cols))))
+    D, y, w = pairs(scaled, list(range(len(cols))), query_weight)
     clf = LogisticRegression(C=C, fit_intercept=False, solver="newton-cholesky", max_iter=200, tol=1e-8)
     clf.fit(D, y, sample_weight=w * (len(w) / w.sum()))  # weights sum to n: C keeps its usual scale
     coef = clf.coef_[0]
@@ -196,7 +213,8 @@ def train(blocks_: Sequence[Block], feature_names: Sequence[str] = FEATURES, C: 
     coef = np.where(allX.std(axis=0) > 1e-12, coef, 0.0)
     training = {"sklearn": skv, "C": C, "queries": len(blocks_), "pairs": int(len(D)),
                 "candidates": int(len(allX)), "data_sha256_16": data_hash(blocks_), **dict(meta or {})}
-    return LearnedModel(tuple(feature_names), mean, scale, coef, params or FeatureParams(), training=training)
+    return LearnedModel(tuple(feature_names), mean, scale, coef, params or FeatureParams(), training=training,
+                        range=TrainingRange.of(allX))
 
 
 # --------------------------------------------------------------------------- runs
@@ -254,7 +272,8 @@ def peer_runs(bench: Bench, queries: Sequence[str] = QUERY_TEXTS) -> tuple[dict[
     params: dict[str, object] = {}
     for query in queries:
         texts = {q.id: (q.text if query == "raw" else bench.frames[q.id].query_text) for q in data.queries}
-        r, p = baseline_runs(data, spec.baselines, query, texts, spec.k, cfg.k1, cfg.b, spec.embedder, cache_root(), folds, metric)
+        r, p = baseline_runs(data, spec.baselines, query, texts, spec.k, cfg.k1, cfg.b, bench.embedder or spec.embedder,
+                             cache_root(), folds, metric)
         runs.update(r)
         params.update(p)
     return runs, params

@@ -79,6 +79,26 @@ def learned_table(repo: Path = REPO) -> str:
     return "\n".join(lines)
 
 
+def lodo_table(repo: Path = REPO) -> str:
+    """The ``robust`` profile's held-out figures beside the reference's, from
+    ``reports/learned/lodo/summary.json`` (``python -m memofs_eval.learned_transfer``)."""
+    summary = repo / "reports" / "learned" / "lodo" / "summary.json"
+    if not summary.is_file():
+        return "(run `python -m memofs_eval.learned_transfer`)"
+    doc = json.loads(summary.read_text(encoding="utf-8"))
+    lodo, robust = doc["lodo"], doc["robust"]
+    lines = ["| held-out dataset (nDCG@10) | reference (default profile) | best peer | learned, nested LODO | `robust` profile's candidate, LODO |",
+             "|---|---:|---:|---:|---:|"]
+    for d, r in lodo.items():
+        best = max(r["peers"].values()) if r["peers"] else float("nan")
+        nested = "" if r["learned"] is None else f"{r['learned']:.3f}"
+        prof = f"{robust['lodo'][d]:.3f}" if d in robust.get("lodo", {}) else ""
+        lines.append(f"| {d} ({doc['embedders'][d]}) | {r['reference']:.3f} | {best:.3f} | {nested} | {prof} |")
+    absent = doc.get("absent") or []
+    note = f" Absent when generated: {', '.join(absent)}." if absent else ""
+    return "\n".join(lines) + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"
+
+
 def sweep_line(repo: Path = REPO) -> str:
     """The recombination sweep's wall time, read from each run's ``manifest.json``."""
     lines = []
@@ -129,6 +149,8 @@ def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
     text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(repo), where)
     text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(repo), where)
     text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
+    if "<!-- learned-lodo:start -->" in text:
+        text = fill(text, "<!-- learned-lodo:start -->", "<!-- learned-lodo:end -->", lodo_table(repo), where)
     return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)
 
 

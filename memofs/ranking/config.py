@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from memofs.graph.entity_graph import ENTITY_MATCH_MODES, EntityMatch
+from memofs.ranking.profiles import PROFILE_NAMES, profile_settings
 from memofs.text.lexicon import TASK_TYPES
 
 DEFAULT_KIND_EXPIRY_DAYS: Mapping[str, float] = MappingProxyType(
@@ -37,6 +38,8 @@ SIGNAL_FIELDS: tuple[str, ...] = (
 """Fields that change extracted signals; everything else is recombination."""
 
 
+LEARNED_FALLBACKS: tuple[str, ...] = ("rrf", "none")
+"""What a learned fusion falls back to on out-of-distribution candidates (RecallConfig.learned_fallback)."""
 FUSION_MODES: tuple[str, ...] = ("formula", "learned")
 """``formula``: the spec's weighted sum; ``learned``: a model file scores the same pools."""
 
@@ -120,6 +123,17 @@ class RecallConfig:
     # it is the phrase. Formula fusion only (the learned fusion and its features know no
     # blocks); the learned fusion does not apply superseded_penalty either
     use_phrase_scan: bool = True
+    # learned fusion's safe fallback (memofs.ranking.learned.fuse_learned): when a query's
+    # candidates fall outside the model's training distribution (mean share of feature values
+    # outside its widened 1st-99th percentile range > learned_ood_threshold), explain says so
+    # and the candidates are fused by learned_fallback: "rrf" (reciprocal rank fusion of the
+    # lexical and cosine ranks, k = 60) or "none" (keep the model's order)
+    learned_fallback: str = "rrf"
+    learned_ood_threshold: float = 0.25
+    # a named profile (memofs.ranking.profiles): "reference" (the spec, default) or "robust"
+    # (the learned-fusion study's best leave-one-dataset-out configuration); from_dict applies
+    # the profile's settings first, then the other keys
+    profile: str = "reference"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind_expiry_days", MappingProxyType(dict(self.kind_expiry_days)))
@@ -166,6 +180,12 @@ class RecallConfig:
             raise ValueError(f"RecallConfig.learned_model must be a non-empty path string or None, got {self.learned_model!r}")
         if self.fusion == "learned" and self.learned_model is None:
             raise ValueError("RecallConfig.fusion='learned' needs learned_model (path of a model JSON file)")
+        if self.learned_fallback not in LEARNED_FALLBACKS:
+            raise ValueError(f"RecallConfig.learned_fallback must be one of {', '.join(LEARNED_FALLBACKS)}; got {self.learned_fallback!r}")
+        if not 0.0 <= self.learned_ood_threshold <= 1.0:
+            raise ValueError(f"RecallConfig.learned_ood_threshold must be in [0, 1], got {self.learned_ood_threshold!r}")
+        if self.profile not in PROFILE_NAMES:
+            raise ValueError(f"RecallConfig.profile must be one of {', '.join(PROFILE_NAMES)}; got {self.profile!r}")
 
     def replace(self, **changes: Any) -> RecallConfig:
         """A copy with ``changes`` applied (validated); unknown names are an error."""
@@ -182,7 +202,13 @@ class RecallConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RecallConfig:
-        return cls().replace(**dict(data))
+        """``data`` over the defaults; a ``"profile"`` key applies that profile's settings
+        (:func:`memofs.ranking.profiles.profile_settings`) before the other keys."""
+        d = dict(data)
+        name = d.get("profile", "reference")
+        if name not in PROFILE_NAMES:
+            raise ValueError(f"RecallConfig.profile must be one of {', '.join(PROFILE_NAMES)}; got {name!r}")
+        return cls().replace(**{**profile_settings(name), **d})
 
     def config_hash(self) -> str:
         """Short stable hash of every field (recorded in reports)."""
@@ -195,6 +221,10 @@ class RecallConfig:
         # and the extraction code's hash, so they are re-extracted all the same)
         if d["entity_match"] == "terms":
             del d["entity_match"]
+        # and the fallback / profile fields at their defaults
+        for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference")):
+            if d[name] == default:
+                del d[name]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:

@@ -29,7 +29,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,8 @@ FEATURES: tuple[str, ...] = (
     "session_max_lexical_rel", "session_other_lexical_rel", "session_max_cosine_rel", "session_other_cosine_rel",
     # the candidate's text (ContextColumns)
     "log_words", "is_question", "after_question_lexical_rel", "after_question_cosine_rel", "has_time", "when_x_has_time",
+    # per-query ranks and normalised scores of every signal, and peers' fused scores (v3)
+    "bm25_norm", "fuzzy_norm", "rerank_norm", "lexical_rank_log", "cosine_rank_log", "rrf", "rrf_norm", "wsum_norm",
 )
 """Feature names, in column order. ``*_norm``: min-max within the query's candidates;
 ``*_rr``: 1 / rank within that pool (0 outside it); ``age_rel``: min-max of age within the
@@ -155,6 +157,10 @@ still counts. ``prev_*`` / ``next_*``: that of the previous / next memory of the
 when none); ``nb1_*``: max over +-1, ``nb2_*``: max over +-1 and +-2; ``session_max_*``: max over
 the candidate's session; ``session_other_*``: the max over the session without the candidate
 itself (0 when alone); ``log_words``: log1p(words);
+``*_rank_log``: ``log(rank)`` within the candidates (value desc, id asc; a candidate without
+the signal ranks last); ``rrf``: ``sum over {lexical, cosine} of 1 / (60 + rank)`` within the
+candidates (Cormack et al.'s RRF, k = 60), ``rrf_norm`` its min-max; ``wsum_norm``:
+``(lexical_norm + cosine_norm) / 2`` (ranx's min-max wsum at weight 0.5);
 ``after_question_*``: ``is_question(prev) * *_rel(prev)``; ``when_x_has_time``: the query
 starts with "when" and the memory mentions a moment."""
 
@@ -168,6 +174,52 @@ def _minmax(x: NDArray[np.float64]) -> NDArray[np.float64]:
     if hi <= lo:
         return np.zeros_like(x)
     return np.where(fin, (x - lo) / (hi - lo), 0.0)
+
+
+#: feature groups, the units the study selects (:data:`FEATURE_SETS`). ``portable``: ranks
+#: and min-max scores within the query's candidates, pool membership, missing flags and peers'
+#: fused scores: they mean the same thing in any corpus. ``absolute``: raw signal values, whose
+#: scale depends on the corpus (BM25 grows with the corpus's idf, cosine with the embedder).
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "portable": ("lexical_norm", "lexical_rr", "in_lexical_pool", "cosine_missing", "cosine_norm", "vector_rr",
+                 "in_vector_pool", "rerank_missing", "bm25_norm", "fuzzy_norm", "rerank_norm", "lexical_rank_log",
+                 "cosine_rank_log", "rrf", "rrf_norm", "wsum_norm", "qlen_x_lexical_norm", "qlen_x_cosine_norm"),
+    "time": ("past_x_recency", "past_x_age_rel", "date_x_recency", "date_x_age_rel", "present_x_recency",
+             "present_x_age_rel", "when_x_age_rel"),
+    "trust": ("confidence", "confidence_missing", "stale", "unverified", *(f"kind_{k}" for k in KIND_NAMES)),
+    "context": ("prev_lexical_rel", "next_lexical_rel", "nb1_lexical_rel", "nb2_lexical_rel", "prev_cosine_rel",
+                "next_cosine_rel", "nb1_cosine_rel", "nb2_cosine_rel", "session_max_lexical_rel",
+                "session_other_lexical_rel", "session_max_cosine_rel", "session_other_cosine_rel", "log_words",
+                "is_question", "after_question_lexical_rel", "after_question_cosine_rel", "has_time", "when_x_has_time"),
+    "absolute": ("lexical", "lexical_saturated", "bm25", "fuzzy", "cosine", "rerank", "log_age", "age_missing",
+                 "recency", "age_rel"),
+}
+#: candidate feature sets of the nested selection, each a union of groups
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "portable": ("portable",),
+    "portable+time": ("portable", "time"),
+    "portable+time+trust": ("portable", "time", "trust"),
+    "portable+time+context": ("portable", "time", "context"),
+    "all": tuple(FEATURE_GROUPS),
+}
+
+
+def feature_set(name: str) -> tuple[str, ...]:
+    """The features of :data:`FEATURE_SETS` ``name``, in :data:`FEATURES` order."""
+    if name not in FEATURE_SETS:
+        raise ValueError(f"unknown feature set {name!r} (one of {', '.join(FEATURE_SETS)})")
+    chosen = {f for g in FEATURE_SETS[name] for f in FEATURE_GROUPS[g]}
+    return tuple(f for f in FEATURES if f in chosen)
+
+
+def _rank_log(values: NDArray[np.float64], order_key: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``log(rank)`` within the candidates, value desc then id asc; NaN ranks after every value."""
+    n = values.size
+    out = np.zeros(n)
+    if n:
+        v = np.where(np.isfinite(values), values, -np.inf)
+        out[np.lexsort((order_key, -v))] = np.log(np.arange(1, n + 1))
+    return out
 
 
 def _pool_rr(values: NDArray[np.float64], member: NDArray[np.bool_], order_key: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -254,7 +306,16 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
         "qlen_x_lexical_norm": qlen * lex_norm,
         "qlen_x_cosine_norm": qlen * cos_norm,
         **_context_features(frame, rows, lex_all, q.when),
+        "bm25_norm": _minmax(bm25),
+        "fuzzy_norm": _minmax(fuzzy),
+        "rerank_norm": _minmax(np.where(rr_missing, np.nan, rr_raw)),
     }
+    lex_rank = _rank_log(np.where(lex > 0, lex, np.nan), ok)
+    cos_rank = _rank_log(np.where(cos_missing, np.nan, cos_raw), ok)
+    cols["lexical_rank_log"], cols["cosine_rank_log"] = lex_rank, cos_rank
+    cols["rrf"] = 1.0 / (60.0 + np.rint(np.exp(lex_rank))) + 1.0 / (60.0 + np.rint(np.exp(cos_rank)))
+    cols["rrf_norm"] = _minmax(cols["rrf"])
+    cols["wsum_norm"] = 0.5 * (lex_norm + cos_norm)
     return np.column_stack([np.asarray(cols[f], dtype=np.float64) for f in FEATURES]) if n else np.zeros((0, len(FEATURES)))
 
 
@@ -342,6 +403,41 @@ class ModelFileError(ValueError):
         super().__init__(f"{where}: {field_name}: {message}")
 
 
+@dataclass(frozen=True)
+class TrainingRange:
+    """The signal distribution a model was trained on: per feature (the model's order) the
+    ``QUANTILES`` of its training candidates' values.
+
+    A query's candidates are *out of distribution* when the mean over features of the share
+    of candidate values outside ``[lo - w, hi + w]`` (``lo``, ``hi``: the 1st and 99th
+    percentile, ``w = WIDEN * (hi - lo)``) exceeds the config's ``learned_ood_threshold``; a
+    constant training feature counts a value as outside when it differs from that constant."""
+
+    lo: NDArray[np.float64]
+    hi: NDArray[np.float64]
+
+    QUANTILES = (0.01, 0.99)
+    WIDEN = 0.25
+
+    @classmethod
+    def of(cls, X: NDArray[np.float64]) -> TrainingRange:
+        lo, hi = np.quantile(X, cls.QUANTILES, axis=0) if len(X) else (np.zeros(X.shape[1]), np.zeros(X.shape[1]))
+        return cls(np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64))
+
+    def outside_share(self, X: NDArray[np.float64]) -> float:
+        """Mean over features of the share of rows of ``X`` outside the widened range (0 for no rows)."""
+        if len(X) == 0:
+            return 0.0
+        w = self.WIDEN * (self.hi - self.lo)
+        eps = 1e-9 * np.maximum(1.0, np.abs(self.hi))
+        out = (X < self.lo - w - eps) | (X > self.hi + w + eps)
+        return float(out.mean())
+
+    def to_json(self, names: tuple[str, ...]) -> dict[str, Any]:
+        return {"quantiles": list(self.QUANTILES), "widen": self.WIDEN,
+                "features": {f: [float(a), float(b)] for f, a, b in zip(names, self.lo, self.hi, strict=True)}}
+
+
 @dataclass
 class LearnedModel:
     """A linear pairwise model: ``s = coef . ((x - mean) / scale)`` over ``features``."""
@@ -354,6 +450,7 @@ class LearnedModel:
     kind: str = "pairwise-logistic"
     training: dict[str, Any] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)
+    range: TrainingRange | None = None  # the training distribution (v3 files; None: never out of distribution)
 
     def __post_init__(self) -> None:
         n = len(self.features)
@@ -382,23 +479,76 @@ class LearnedModel:
                 {"name": f, "mean": float(m), "scale": float(s), "coef": float(c)}
                 for f, m, s, c in zip(self.features, self.mean, self.scale, self.coef, strict=True)
             ],
+            **_range_json(self.range, self.features),
             "training": self.training,
             "cv": self.cv,
         }
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the model as indented JSON (floats round-trip exactly)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-        _CACHE.pop(str(p.resolve()), None)
-        return p
+        return _save(self.to_json(), path)
 
     def file_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> LearnedModel:
+@dataclass
+class LambdaMartModel:
+    """LightGBM ``lambdarank`` (LambdaMART) trees over ``features``, kept as LightGBM's text
+    model format (``Booster.model_to_string``) inside the JSON file; the score is the
+    booster's raw output ``s`` (a sum of tree leaves), squashed like the linear model's."""
+
+    features: tuple[str, ...]
+    booster_text: str
+    params: FeatureParams = field(default_factory=FeatureParams)
+    kind: str = "lambdamart"
+    training: dict[str, Any] = field(default_factory=dict)
+    cv: dict[str, Any] = field(default_factory=dict)
+    range: TrainingRange | None = None
+
+    def __post_init__(self) -> None:
+        import lightgbm
+
+        self._booster = lightgbm.Booster(model_str=self.booster_text)
+        if self._booster.num_feature() != len(self.features):
+            raise ValueError(f"LambdaMartModel: the booster has {self._booster.num_feature()} features, the file lists {len(self.features)}")
+
+    def raw_scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        if len(X) == 0:
+            return np.zeros(0)
+        return np.asarray(self._booster.predict(X, raw_score=True, num_threads=1), dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "model": self.kind,
+                "formula": "score = 1 / (1 + exp(-s)), s = LightGBM lambdarank raw score (sum of leaf values)",
+                "feature_params": self.params.to_dict(), "features": [{"name": f} for f in self.features],
+                **_range_json(self.range, self.features), "lightgbm_model": self.booster_text,
+                "training": self.training, "cv": self.cv}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return _save(self.to_json(), path)
+
+    def file_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+Model = LearnedModel | LambdaMartModel
+MODEL_KINDS = ("pairwise-logistic", "lambdamart")
+
+
+def _range_json(rng: TrainingRange | None, names: tuple[str, ...]) -> dict[str, Any]:
+    return {} if rng is None else {"training_range": rng.to_json(names)}
+
+
+def _save(doc: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write a model document as indented JSON (floats round-trip exactly)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    _CACHE.pop(str(p.resolve()), None)
+    return p
+
+
+def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> Model:
     """Validate and build a model; errors name ``path`` and the offending field."""
     if not isinstance(data, dict):
         raise ModelFileError(path, "<root>", "expected a JSON object")
@@ -406,8 +556,9 @@ def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> LearnedMo
         raise ModelFileError(path, "format", f"expected {FORMAT!r}, got {data.get('format')!r}")
     if data.get("version") != VERSION:
         raise ModelFileError(path, "version", f"this memofs reads version {VERSION}, got {data.get('version')!r}")
-    if data.get("model") != "pairwise-logistic":
-        raise ModelFileError(path, "model", f"unknown model kind {data.get('model')!r} (expected 'pairwise-logistic')")
+    kind = data.get("model")
+    if kind not in MODEL_KINDS:
+        raise ModelFileError(path, "model", f"unknown model kind {kind!r} (expected one of {', '.join(map(repr, MODEL_KINDS))})")
     feats = data.get("features")
     if not isinstance(feats, list) or not feats:
         raise ModelFileError(path, "features", "expected a non-empty list")
@@ -421,6 +572,8 @@ def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> LearnedMo
         if name in names:
             raise ModelFileError(path, f"features[{i}].name", f"duplicate feature {name!r}")
         names.append(name)
+        if kind == "lambdamart":
+            continue
         for key, out in (("mean", mean), ("scale", scale), ("coef", coef)):
             v = f.get(key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -445,14 +598,41 @@ def model_from_json(data: Any, path: str | os.PathLike = "<model>") -> LearnedMo
         params.config()  # the features run under it: a constant it rejects is the file's error
     except ValueError as exc:
         raise ModelFileError(path, "feature_params", str(exc)) from None
-    return LearnedModel(tuple(names), np.array(mean), np.array(scale), np.array(coef), params,
-                        training=dict(data.get("training") or {}), cv=dict(data.get("cv") or {}))
+    rng = _range_from_json(data.get("training_range"), names, path)
+    meta = {"training": dict(data.get("training") or {}), "cv": dict(data.get("cv") or {}), "range": rng}
+    if kind == "lambdamart":
+        text = data.get("lightgbm_model")
+        if not isinstance(text, str) or not text.startswith("tree"):
+            raise ModelFileError(path, "lightgbm_model", "expected LightGBM's text model format (Booster.model_to_string)")
+        try:
+            return LambdaMartModel(tuple(names), text, params, **meta)
+        except (ValueError, Exception) as exc:  # lightgbm raises its own LightGBMError on a bad model string
+            raise ModelFileError(path, "lightgbm_model", str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    return LearnedModel(tuple(names), np.array(mean), np.array(scale), np.array(coef), params, **meta)
 
 
-_CACHE: dict[str, tuple[float, int, LearnedModel]] = {}
+def _range_from_json(doc: Any, names: list[str], path: str | os.PathLike) -> TrainingRange | None:
+    """``training_range`` of a model file (absent in v2 files: None)."""
+    if doc is None:
+        return None
+    per = doc.get("features") if isinstance(doc, dict) else None
+    if not isinstance(per, dict):
+        raise ModelFileError(path, "training_range.features", "expected an object of feature -> [lo, hi]")
+    lo, hi = [], []
+    for f in names:
+        v = per.get(f)
+        if (not isinstance(v, list) or len(v) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v) or v[0] > v[1]):
+            raise ModelFileError(path, f"training_range.features.{f}", f"expected [lo, hi] with lo <= hi, got {v!r}")
+        lo.append(float(v[0]))
+        hi.append(float(v[1]))
+    return TrainingRange(np.array(lo), np.array(hi))
 
 
-def load_model(path: str | os.PathLike) -> LearnedModel:
+_CACHE: dict[str, tuple[float, int, Model]] = {}
+
+
+def load_model(path: str | os.PathLike) -> Model:
     """Read a model file (memoised per path, reloaded when the file changes)."""
     p = Path(path)
     key = str(p.resolve())
@@ -476,10 +656,67 @@ def load_model(path: str | os.PathLike) -> LearnedModel:
 # --------------------------------------------------------------------------- fusion
 
 
-def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedModel | None = None, candidates=None):
+def out_of_distribution(model: Model, X: NDArray[np.float64]) -> float | None:
+    """The share of the candidates' model-feature values outside the model's training range
+    (:meth:`TrainingRange.outside_share`); None when the file records no range (v2 files)."""
+    return None if model.range is None else model.range.outside_share(X)
+
+
+def rrf_scores(X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The fallback fusion: the ``rrf`` feature (lexical and cosine ranks within the candidates, k = 60)."""
+    return X[:, FEATURES.index("rrf")]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One query's candidates scored by a model (or its fallback): rounded ``final`` scores,
+    the ``raw`` score they come from, the unrounded ``composite``, the out-of-distribution
+    ``share`` (None without a training range) and the ``note`` explain shows."""
+
+    final: NDArray[np.float64]
+    raw: NDArray[np.float64]
+    composite: NDArray[np.float64]
+    share: float | None
+    fell_back: bool
+    note: str
+
+
+def score(model: Model, X: NDArray[np.float64], cfg: RecallConfig) -> Scored:
+    """Score candidates whose :data:`FEATURES` matrix is ``X``: ``1 / (1 + exp(-raw))``
+    rounded half up to ``cfg.round_decimals``, or the RRF fallback on out-of-distribution
+    candidates (see :func:`fuse_learned`). The one scorer of the online path and the study."""
+    cols = [FEATURES.index(f) for f in model.features]
+    share = out_of_distribution(model, X[:, cols])
+    ood = share is not None and share > cfg.learned_ood_threshold
+    if ood and cfg.learned_fallback == "rrf":
+        raw = rrf_scores(X)
+        composite = raw
+        note = (f"learned model out of distribution ({share:.3f} of feature values outside its training range "
+                f"> {cfg.learned_ood_threshold}): fell back to rrf")
+    else:
+        raw = model.raw_scores(X[:, cols])
+        composite = 1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0)))
+        if ood:
+            note = f"learned model ({model.kind}); out of distribution ({share:.3f} > {cfg.learned_ood_threshold}), kept (learned_fallback='none')"
+        else:
+            note = f"learned model ({model.kind})" + ("" if share is None else f"; in distribution ({share:.3f} outside its training range)")
+    return Scored(round_half_up(composite, cfg.round_decimals), raw, composite, share, ood and cfg.learned_fallback == "rrf", note)
+
+
+def rank_order(final: NDArray[np.float64], order_key: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    """Candidate positions best first: score descending, then id ascending (the pipeline's rule); cut at ``k``."""
+    return np.lexsort((order_key, -final))[:k]
+
+
+def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: Model | None = None, candidates=None):
     """The formula's pools scored by ``model`` (default: ``cfg.learned_model``); returns a
     :class:`memofs.ranking.pools.Fused` whose ``parts`` hold the features and the raw score.
-    ``candidates``: ``pools(frame, cfg, k)`` when the caller already has it."""
+    ``candidates``: ``pools(frame, cfg, k)`` when the caller already has it.
+
+    Safe fallback: when the candidates are out of the model's training distribution
+    (:func:`out_of_distribution` > ``cfg.learned_ood_threshold``) and ``cfg.learned_fallback``
+    is ``"rrf"``, they are ranked by :func:`rrf_scores` instead; explain's ``weights.dynamic``
+    says which happened, and ``parts["learned_ood_share"]`` holds the share."""
 
     if model is None:
         if cfg.learned_model is None:
@@ -488,10 +725,9 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedMo
     pool = candidates if candidates is not None else pools(frame, cfg, k)
     rows, w, member = pool.rows, pool.weights, pool.member
     X = features(frame, rows, member, model.params, cfg)
-    cols = [FEATURES.index(f) for f in model.features]
-    raw = model.raw_scores(X[:, cols])
-    final = round_half_up(1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0))), cfg.round_decimals)
-    order = np.lexsort((frame.order_key[rows], -final))[:k]
+    sc = score(model, X, cfg)
+    final, raw, composite = sc.final, sc.raw, sc.composite
+    order = rank_order(final, frame.order_key[rows], k)
     parts: dict[str, NDArray] = {f: X[:, j] for j, f in enumerate(FEATURES)}
     nan = np.full(rows.size, np.nan)
     ones = np.ones(rows.size)
@@ -500,8 +736,9 @@ def fuse_learned(frame: SignalFrame, cfg: RecallConfig, k: int, model: LearnedMo
     parts.update({
         "cosine": frame.cosine[rows], "rerank": frame.rerank[rows], "stale": frame.stale[rows].copy(),
         "unverified": parts["unverified"].astype(bool), "stale_factor": ones, "unverified_factor": ones, "penalty": ones,
-        "base_before_rerank": nan, "base": nan, "composite": 1.0 / (1.0 + np.exp(-np.clip(raw, -500.0, 500.0))),
-        "learned_raw": raw,
+        "base_before_rerank": nan, "base": nan, "composite": composite,
+        "learned_raw": raw, "learned_ood_share": np.full(rows.size, np.nan if sc.share is None else sc.share),
     })
     parts.update(member)
-    return Fused(rows=rows[order], scores=final[order], weights=w, candidate_parts=parts, order=order)
+    return Fused(rows=rows[order], scores=final[order], weights=replace(w, reason=f"{w.reason}; {sc.note}"),
+                 candidate_parts=parts, order=order)

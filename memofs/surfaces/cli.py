@@ -460,7 +460,9 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
         if not f.exists():
             problems.append(f"missing {p.rel(f)} (run `memofs init` to recreate it)")
     problems.extend(store.manifest_problems())
-    warnings.extend(check(lambda: store.recall_config_notes()[1], []))
+    cfg_notes = check(store.recall_config_notes)
+    warnings.extend(cfg_notes[1] if cfg_notes else [])
+    info["profile"] = cfg_notes[0].profile if cfg_notes else "reference"  # the active recall profile
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
@@ -540,6 +542,7 @@ def _print_health(info: dict[str, Any]) -> None:
     if "embeddings" in info:
         em = info["embeddings"]
         typer.echo(f"embeddings: {em['lines']} lines, {em['current']} current, {em['to_embed']} to embed")
+    typer.echo(f"profile:    {info.get('profile', 'reference')}")
     typer.echo(f"core.md:    {info['core_bytes']} bytes")
     typer.echo(f"stale anchors: {len(info['stale_anchors'])}")
     for s in info["stale_anchors"]:
