@@ -65,11 +65,19 @@ class VectorIndex:
         return self._mat[self._row[id]].copy()
 
     def vectors_of(self, ids: Sequence[str]) -> NDArray[np.float32]:
-        """The stored (unit) rows of ``ids``, stacked (a copy); KeyError for an absent id."""
+        """The stored (unit) rows of ``ids``, stacked, read-only; KeyError for an absent id.
+        When ``ids`` are rows ``0 .. n-1`` in order (a freshly loaded index) this is a view,
+        not a copy: a rehydration hands the rows on without holding them twice."""
         rows = self.rows_of(ids)
         if (rows < 0).any():
             raise KeyError(ids[int(np.flatnonzero(rows < 0)[0])])
-        return self._mat[rows]
+        if rows.size and rows[0] == 0 and rows[-1] == rows.size - 1 and (np.diff(rows) == 1).all():
+            out = self._mat[:rows.size]
+        else:
+            out = self._mat[rows]
+        out = out.view()
+        out.flags.writeable = False
+        return out
 
     def namespace_of(self, id: str) -> str:
         code = int(self._ns[self._row[id]])

@@ -49,6 +49,8 @@ from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
 from memofs.files.jsonl import AppendCursor, append_line, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
+from memofs.files.memories_sidecar import MemoriesSidecar
+from memofs.files.sidecar import PrefixStamp
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
@@ -67,6 +69,7 @@ NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
 SUMMARY_CHARS = 160
 LOCK_TIMEOUT_S = 60.0
 MANIFEST_VERSION = "1"
+SIDECAR_REFRESH_LINES = 1000  # appended lines parsed on a start before the memories sidecar is rewritten
 
 _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
 _MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
@@ -85,10 +88,26 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
     """``[(line number, object)]`` and warnings. A malformed *last* line (a crash
     mid-write) is skipped with a warning; a malformed line elsewhere raises
     :class:`StoreError` naming the file and line. Blank lines are skipped."""
+    rows, warnings, _ = read_jsonl_from(path)
+    return rows, warnings
+
+
+def read_jsonl_from(path: Path, after: PrefixStamp | None = None
+                    ) -> tuple[list[tuple[int, dict[str, Any]]], list[str], PrefixStamp | None]:
+    """:func:`read_jsonl` of the lines after the prefix ``after`` covers (all lines when
+    None), numbered from there, plus the stamp of the complete lines read up to now (an
+    unterminated last line is left for the next read); no stamp when the file is missing."""
+    start, first = (after.offset, after.lineno) if after is not None else (0, 0)
     try:
-        data = safe_json.read_bytes(path)
+        fd, st = safe_json.open_regular(path)
     except FileNotFoundError:
-        return [], []
+        return [], [], None
+    with os.fdopen(fd, "rb") as fh:
+        head = b""
+        if start:
+            fh.seek(max(0, start - 64))
+            head = fh.read(min(64, start))
+        data = fh.read(st.st_size - start)
     lines = data.split(b"\n")
     last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -97,7 +116,7 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
         if not raw.strip():
             continue
         try:
-            obj = safe_json.parse(raw, f"{path}:{i + 1}", expect=dict)
+            obj = safe_json.parse(raw, f"{path}:{first + i + 1}", expect=dict)
         except safe_json.JSONFileError as exc:
             if i == last:
                 msg = f"{exc.where}: skipped a torn last line (crash mid-write?): {exc.reason}"
@@ -105,8 +124,10 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
                 warnings.append(msg)
                 continue
             raise StoreError(str(exc)) from None
-        rows.append((i + 1, obj))
-    return rows, warnings
+        rows.append((first + i + 1, obj))
+    complete = data.rfind(b"\n") + 1
+    stamp = PrefixStamp.of(st, (head + data[:complete])[-64:], start + complete, first + data.count(b"\n", 0, complete))
+    return rows, warnings, stamp
 
 
 # ---------------------------------------------------------------------- records
@@ -349,16 +370,44 @@ class Store:
             raise StoreError(f"{path}: field 'recall': {exc}") from None
 
     # -- reading -------------------------------------------------------------------
-    def load(self) -> LoadReport:
-        """Every memory (see :class:`LoadReport`)."""
+    def load(self, *, sidecar: bool = True) -> LoadReport:
+        """Every memory (see :class:`LoadReport`). With ``sidecar`` (the default), a valid
+        memories sidecar (:mod:`memofs.files.memories_sidecar`) stands for the lines it
+        covers and only the lines appended after it are parsed; the sidecar is rewritten
+        when it was missing or stale, or after :data:`SIDECAR_REFRESH_LINES` appended lines.
+        ``sidecar=False`` parses every line (the reference the sidecar must equal)."""
         path = self.paths.memories
-        rows, warnings = read_jsonl(path)
+        cached = self._memories_sidecar().read() if sidecar else None
         by_id: dict[str, Memory] = {}
+        if cached is not None:
+            by_id = {m.id: m for m in cached[0]}
+        rows, warnings, stamp = read_jsonl_from(path, cached[1] if cached is not None else None)
         for lineno, row in rows:
             m = memory_from_json(row, f"{path}:{lineno}")
             by_id.pop(m.id, None)
             by_id[m.id] = m
-        return LoadReport(list(by_id.values()), warnings)
+        memories = list(by_id.values())
+        # an unterminated last line is not covered by the stamp, so the sidecar waits for its newline
+        covered = not rows or rows[-1][0] <= (stamp.lineno if stamp is not None else 0)
+        if sidecar and stamp is not None and covered and (cached is None or len(rows) >= SIDECAR_REFRESH_LINES):
+            self._write_memories_sidecar(memories, stamp)
+        return LoadReport(memories, warnings)
+
+    def _memories_sidecar(self) -> MemoriesSidecar:
+        return MemoriesSidecar(self.paths.memories, self.paths.embeddings.parent)
+
+    def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp) -> None:
+        """Write the sidecar if the write lock is free now: a reader never waits on a
+        writer for it, and a failure only costs the next start a full parse."""
+        from filelock import Timeout
+
+        try:
+            with self._lock.acquire(timeout=0):
+                self._memories_sidecar().write(memories, stamp)
+        except Timeout:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("could not write the memories sidecar (%s); the next start parses %s", exc, self.paths.memories)
 
     def read_core(self) -> str:
         try:
