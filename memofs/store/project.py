@@ -10,6 +10,9 @@ Layout (created by :meth:`Store.init`; paths relative to the project root)::
     .memofs/graph/nodes.jsonl             entity graph (new facts appended; a changed edge rewrites)
     .memofs/graph/edges.jsonl
     .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; appended, compacted)
+    .memofs/indexes/embeddings.*          its binary sidecar (memofs.signals.vector_sidecar; a cache)
+    .memofs/indexes/memories.*            the memories sidecar (memofs.files.memories_sidecar; a cache)
+    .memofs/indexes/derived.json          the derived-lines checkpoint (Store.sync_derived)
     .memofs/tmp/                          context-cache file, torn-line leftovers
     .memofs/.lock                         the store's cross-process write lock
 
@@ -18,12 +21,21 @@ Durability rules:
 * Every write happens under the exclusive ``filelock`` lock ``.memofs/.lock``, so two
   writers never interleave and nothing is lost.
 * JSONL appends write one whole line with a single ``os.write`` on an ``O_APPEND``
-  descriptor and ``fsync`` it before the lock is released.
+  descriptor and ``fsync`` it before the lock is released (derived lines: see below).
 * A process killed mid-append can leave a torn last line. Loading skips it with a
   warning (the store stays readable); the next writer, under the lock, moves the torn
   bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
   appending, so a torn line never ends up in the middle of a file. At most the write in
   flight is lost.
+* ``remember`` fsyncs only what it acknowledges: the memory line. The ``memory.created``
+  event and the graph facts are *derived* from that line, so they are appended without
+  their own fsync (:func:`memofs.files.jsonl.derived_appends`; a killed process still
+  loses none of them, its writes are in the kernel's page cache). Every
+  ``DERIVED_CHECKPOINT_WRITES`` writes, and at rehydration, a checkpoint
+  (``.memofs/indexes/derived.json``) fsyncs the derived files and records how far
+  memories.jsonl and the events reach; a machine crash can lose derived lines written
+  after it, and :meth:`Store.sync_derived` (run by :func:`rehydrate`) re-derives them from
+  the memories after the checkpoint. ``memofs doctor --repair`` still checks everything.
 * ``remember`` only appends (STORE.md "Durability"). Files that are rewritten (manifest,
   config, a changed graph edge, an embeddings compaction) go through a temp file in the
   same directory, ``fsync`` and ``os.replace``.
@@ -38,7 +50,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,7 +59,7 @@ from filelock import FileLock
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import AppendCursor, append_line, repair_tail, tail_lines
+from memofs.files.jsonl import AppendCursor, append_line, derived_appends, fsync_file, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import MemoriesSidecar
 from memofs.files.sidecar import PrefixStamp
@@ -69,6 +81,7 @@ NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
 SUMMARY_CHARS = 160
 LOCK_TIMEOUT_S = 60.0
 MANIFEST_VERSION = "1"
+DERIVED_CHECKPOINT_WRITES = 64  # remembers between checkpoints of the derived files (fsyncs amortised over them)
 SIDECAR_REFRESH_LINES = 1000  # appended lines parsed on a start before the memories sidecar is rewritten
 
 _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
@@ -257,8 +270,10 @@ class Store:
         # what it adds, not the size of the store
         self._ids: set[str] = set()
         self._ids_cursor = AppendCursor()
+        self._ids_lines = 0  # newline-terminated lines the cursor has read
         self._graph: EntityGraph | None = None
         self._graph_cursors = (AppendCursor(), AppendCursor())
+        self._unsynced = 0  # this process's derived appends since its last checkpoint
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -286,6 +301,8 @@ class Store:
             if force or not p.config.exists():
                 config = {"version": 1, "projectId": project_id, "recall": {}}
                 atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
+            if not store._derived_path().exists():
+                store._checkpoint_derived()
         return store
 
     @classmethod
@@ -533,9 +550,13 @@ class Store:
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup)
-            append_line(p.memories, memory_to_json(memory))
-            append_line(p.events, self._created_event(memory, actor))
-            self._extract_graph([text])
+            append_line(p.memories, memory_to_json(memory))  # the acknowledged record: fsynced
+            with derived_appends():  # derived from it: made durable by the next checkpoint
+                append_line(p.events, self._created_event(memory, actor))
+                self._extract_graph([text])
+            self._unsynced += 1
+            if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
+                self._checkpoint_derived(self._ids_lines + 1)  # the lines _known_ids read, plus ours
         if vector is not None:
             from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
@@ -554,6 +575,8 @@ class Store:
         data, whole = self._ids_cursor.read(self.paths.memories)
         if whole:
             self._ids = set()
+            self._ids_lines = 0
+        self._ids_lines += data.count(b"\n")
         self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
         return self._ids
 
@@ -633,6 +656,91 @@ class Store:
         no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])]
         return no_event, no_facts
 
+    # -- derived lines: checkpoint and re-derivation (issue 18) --------------------------
+    def _derived_path(self) -> Path:
+        return self.paths.embeddings.parent / "derived.json"
+
+    def _checkpoint_derived(self, memory_lines: int | None = None) -> None:
+        """Make every derived append so far durable and say so (caller holds the lock):
+        fsync the events and graph files, then record (atomically) how far memories.jsonl
+        and the events file reach, as :class:`~memofs.files.sidecar.PrefixStamp`s. Every
+        memory line before the checkpoint has its event and graph facts on disk."""
+        p = self.paths
+        for f in (p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl"):
+            fsync_file(f)
+        stamps = {}
+        for name, f in (("memories", p.memories), ("events", p.events)):
+            size = f.stat().st_size if f.exists() else 0
+            # line numbers only name lines in errors: counted when the caller does not know them
+            lines = memory_lines if name == "memories" and memory_lines is not None else (
+                safe_json.read_bytes(f)[:size].count(b"\n") if size else 0)
+            stamp = PrefixStamp.take(f, size, lines) if size else None
+            stamps[name] = asdict(stamp) if stamp is not None else None
+        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
+        self._unsynced = 0
+
+    def sync_derived(self, *, wait: bool = True) -> list[str]:
+        """Re-derive what a machine crash lost (events and graph facts are appended without
+        their own fsync, :func:`~memofs.files.jsonl.derived_appends`): the memories after the
+        last checkpoint are checked against the events after it and the graph, the missing
+        lines appended, and a new checkpoint written. Costs what was written since the
+        checkpoint (a changed or missing checkpoint: the whole store, once; a store without
+        one was written with a fsync per line, so it starts from its current state).
+        ``wait=False``: do nothing if a writer holds the lock. Returns what was done."""
+        from filelock import Timeout
+
+        p = self.paths
+        try:
+            lock = self._lock.acquire(timeout=None if wait else 0)
+        except Timeout:
+            return []
+        except OSError as exc:  # a read-only store: nothing can be re-derived here
+            log.warning("could not check the derived lines of %s (%s)", self.paths.dir, exc)
+            return []
+        with lock:
+            try:
+                saved = safe_json.load_file(self._derived_path(), expect=dict)
+            except FileNotFoundError:
+                self._checkpoint_derived()
+                return []
+            except (safe_json.JSONFileError, OSError):
+                saved = {}
+
+            def stamp(name: str, path: Path) -> PrefixStamp | None:
+                try:
+                    got = PrefixStamp(**saved[name]) if saved.get(name) else None
+                except TypeError:
+                    return None
+                return got if got is not None and got.covers(path) else None
+
+            mem_stamp = stamp("memories", p.memories)
+            rows, _, read_to = read_jsonl_from(p.memories, mem_stamp)
+            if not rows:
+                return []
+            after = [memory_from_json(row, f"{p.memories}:{n}") for n, row in rows]
+            events, _, _ = read_jsonl_from(p.events, stamp("events", p.events) if mem_stamp is not None else None)
+            logged = {obj.get("metadata", {}).get("id") for _, obj in events
+                      if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
+            no_event = [m for m in after if m.id not in logged]
+            graph = self._current_graph()
+            no_facts = [m for m in after if any(n.id not in graph for n in self._facts(m.text)[0])]
+            done = []
+            if no_event:
+                repair_tail(p.events, p.tmp)
+                with derived_appends():
+                    for m in no_event:
+                        append_line(p.events, self._created_event(m))
+                done.append(f"appended {len(no_event)} missing memory.created event(s)")
+            if no_facts:
+                with derived_appends():
+                    self._extract_graph(m.text for m in no_facts)
+                done.append(f"re-extracted graph facts of {len(no_facts)} memory(ies)")
+            for msg in done:
+                log.warning("%s (lost by a crash before the checkpoint)", msg)
+            whole = read_to is not None and read_to.offset == p.memories.stat().st_size
+            self._checkpoint_derived(read_to.lineno if whole else None)
+            return done
+
     def repair(self) -> list[str]:
         """Rebuild derived data from the durable record (memories.jsonl), under the lock:
         remove orphan temp files, append missing ``memory.created`` events, merge missing
@@ -707,6 +815,7 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
 
     from memofs.ranking.recall import Recaller
 
+    store.sync_derived(wait=False)  # derived lines a machine crash lost (a no-op when the checkpoint is current)
     report = store.load()
     graph = store.load_graph()
     rec = Recaller(config or store.recall_config(), embedder=embedder, graph=graph,
