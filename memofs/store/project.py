@@ -44,12 +44,14 @@ Durability rules:
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -679,6 +681,12 @@ class Store:
         atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
         self._unsynced = 0
 
+    def checkpoint_derived(self) -> None:
+        """:meth:`_checkpoint_derived` under the lock: declares every memory so far complete
+        (for a bulk loader that writes memories.jsonl itself and derives nothing)."""
+        with self.lock():
+            self._checkpoint_derived()
+
     def sync_derived(self, *, wait: bool = True) -> list[str]:
         """Re-derive what a machine crash lost (events and graph facts are appended without
         their own fsync, :func:`~memofs.files.jsonl.derived_appends`): the memories after the
@@ -806,11 +814,31 @@ class Rehydrated:
         return notes_head(self.memories)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a start builds its objects: every new
+    container counts toward a collection, and each full collection walks every object
+    built so far, so 100k memories (records, dicts, datetimes) made a start superlinear.
+    The objects built are kept, not garbage; the collector runs again afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
               config: RecallConfig | None = None) -> Rehydrated:
     """Load memories, graph and stored vectors into a Recaller with ``anchor_root`` = the
     project root. Stored vectors whose text hash still matches are reused; only new or
     changed texts are embedded (and written back). Without an embedder: lexical only."""
+    with _collector_paused():
+        return _rehydrate(store, embedder=embedder, clock=clock, config=config)
+
+
+def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: RecallConfig | None) -> Rehydrated:
     import numpy as np
 
     from memofs.ranking.recall import Recaller
