@@ -6,6 +6,7 @@ store by ``memofs import`` and recalled from through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -108,8 +109,13 @@ def cli(root: Path, *args: str, code: int = 0):
     return res
 
 
+SIDECAR_CACHES = re.compile(r"\.memofs/indexes/(memories\.|embeddings\.\w+\.|.*sidecar\.json$|derived\.json$)")
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / ".memofs").rglob("*")) if p.is_file()}
+    """Every store file but the start-up caches a read may (re)write (memofs.files.sidecar)."""
+    return {rel: p.read_bytes() for p in sorted((root / ".memofs").rglob("*"))
+            if p.is_file() and not SIDECAR_CACHES.match(rel := str(p.relative_to(root)))}
 
 
 @pytest.fixture

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,30 @@ from memofs.files import safe_json
 log = logging.getLogger("memofs.jsonl")
 
 
+_DERIVED: ContextVar[bool] = ContextVar("memofs_derived_appends", default=False)
+
+
+@contextmanager
+def derived_appends() -> Iterator[None]:
+    """Appends made inside skip their ``fsync``: for lines derived from a record that is
+    already fsynced (a memory's event and graph facts), which the store re-derives when a
+    crash of the machine lost them (``Store.sync_derived``). A killed *process* loses
+    nothing either way: its completed ``os.write`` calls are in the kernel's page cache."""
+    token = _DERIVED.set(True)
+    try:
+        yield
+    finally:
+        _DERIVED.reset(token)
+
+
 def append_line(path: Path, obj: dict[str, Any]) -> None:
     """Append one compact JSON line (:func:`append_lines`)."""
     append_lines(path, [json.dumps(obj, ensure_ascii=False, separators=(",", ":"))])
 
 
 def append_lines(path: Path, lines: Iterable[str]) -> None:
-    """Append whole lines with a single write on an O_APPEND descriptor, then fsync.
+    """Append whole lines with a single write on an O_APPEND descriptor, then fsync
+    (no fsync inside :func:`derived_appends`).
 
     The caller holds the file's writer lock and has called :func:`repair_tail` first, so
     a crash leaves at most a torn last line, which readers skip and the next writer cuts."""
@@ -42,6 +61,19 @@ def append_lines(path: Path, lines: Iterable[str]) -> None:
         while view:  # os.write may write less than asked (signals, quotas)
             n = os.write(fd, view)
             view = view[n:]
+        if not _DERIVED.get():
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync ``path`` if it exists (makes earlier :func:`derived_appends` durable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -335,6 +335,23 @@ class EmbeddingsFile:
             log.warning("could not write the vector sidecar (%s); the next start parses %s", exc, self.path)
 
     # -- sync ------------------------------------------------------------------------
+    def _sync_from_sidecar(self, index: VectorIndex, texts_by_id: Mapping[str, str], embedder: Embedder) -> bool:
+        """The usual start, without a record per line (caller holds the lock): when the
+        sidecar covers the whole file, holds exactly ``texts_by_id``'s ids in their order,
+        every text hash matches and nothing was skipped or superseded, :meth:`sync` would
+        embed, drop and rewrite nothing, so the index takes the memory-mapped rows as they
+        are. False (nothing done) otherwise: the general path runs."""
+        state = self.sidecar.read(embedder.name, embedder.dim)
+        if (state is None or state.skipped or state.lines != len(state.ids) or len(state.ids) != len(texts_by_id)
+                or not self.path.exists() or self.path.stat().st_size != state.offset or state.ids != list(texts_by_id)
+                or any(h != text_sha256(t) for h, t in zip(state.text_sha256, texts_by_id.values()))):
+            return False
+        index.remove([i for i in index.ids if i not in texts_by_id])
+        if state.ids:
+            index.upsert(state.ids, state.vectors, state.namespaces)
+        self.last_load = LoadInfo(from_sidecar=True, parsed=0, offset=state.offset, lineno=state.lineno)
+        return True
+
     def sync(
         self,
         index: VectorIndex,
@@ -348,6 +365,9 @@ class EmbeddingsFile:
         namespaces = namespaces or {}
         metadata = metadata or {}
         with self.lock:
+            if self._sync_from_sidecar(index, texts_by_id, embedder):
+                assert self.last_load is not None
+                return SyncReport(loaded=len(texts_by_id), embedded=0, removed=0, skipped=())
             by_id, skipped, lines = self._load(embedder.name, embedder.dim, use_sidecar=True)
             info = self.last_load
             stored = list(by_id.values())

@@ -16,23 +16,41 @@ import numpy as np
 from numpy.typing import NDArray
 
 DEFAULT_NAMESPACE = "default"
+CHUNK_ROWS = 4096  # rows checked and normalised at a time: temporaries stay small at any size
 
 
 class DimensionError(ValueError):
     """Vectors whose width differs from the index's (upstream RecallDimensionError)."""
 
 
-def _unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+def _checked_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+    """``vectors`` as (n, dim) float32 (no copy when they already are), finite."""
     x = np.asarray(vectors, dtype=np.float32)
     if x.ndim == 1:
         x = x[None, :]
     if x.ndim != 2 or x.shape[1] != dim:
         raise DimensionError(f"Embedding dimension mismatch for store: expected (n, {dim}), got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("vectors contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return x / norms
+    for a in range(0, x.shape[0], CHUNK_ROWS):
+        if not np.isfinite(x[a:a + CHUNK_ROWS]).all():
+            raise ValueError("vectors contain NaN or infinite values")
+    return x
+
+
+def _normalise(rows: NDArray[np.float32]) -> None:
+    """Divide each row by its norm in place (a zero row stays zero): the same float32
+    operations as ``x / norms`` row by row, without a second matrix (``linalg.norm``
+    squares its input into a temporary, so it runs on CHUNK_ROWS rows at a time)."""
+    for a in range(0, rows.shape[0], CHUNK_ROWS):
+        block = rows[a:a + CHUNK_ROWS]
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        block /= norms
+
+
+def _unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+    x = _checked_rows(vectors, dim).copy()
+    _normalise(x)
+    return x
 
 
 class VectorIndex:
@@ -65,11 +83,19 @@ class VectorIndex:
         return self._mat[self._row[id]].copy()
 
     def vectors_of(self, ids: Sequence[str]) -> NDArray[np.float32]:
-        """The stored (unit) rows of ``ids``, stacked (a copy); KeyError for an absent id."""
+        """The stored (unit) rows of ``ids``, stacked, read-only; KeyError for an absent id.
+        When ``ids`` are rows ``0 .. n-1`` in order (a freshly loaded index) this is a view,
+        not a copy: a rehydration hands the rows on without holding them twice."""
         rows = self.rows_of(ids)
         if (rows < 0).any():
             raise KeyError(ids[int(np.flatnonzero(rows < 0)[0])])
-        return self._mat[rows]
+        if rows.size and rows[0] == 0 and rows[-1] == rows.size - 1 and (np.diff(rows) == 1).all():
+            out = self._mat[:rows.size]
+        else:
+            out = self._mat[rows]
+        out = out.view()
+        out.flags.writeable = False
+        return out
 
     def namespace_of(self, id: str) -> str:
         code = int(self._ns[self._row[id]])
@@ -93,7 +119,7 @@ class VectorIndex:
     def upsert(self, ids: Sequence[str], vectors: NDArray, namespaces: Sequence[str] | str | None = None) -> None:
         """Insert or replace rows; vectors are normalised to unit length on the way in."""
         ids = list(ids)
-        rows = _unit_rows(vectors, self.dim)
+        rows = _checked_rows(vectors, self.dim)  # normalised where they land: no copy of the block
         if rows.shape[0] != len(ids):
             raise ValueError(f"{len(ids)} ids but {rows.shape[0]} vectors")
         if namespaces is None or isinstance(namespaces, str):
@@ -109,8 +135,10 @@ class VectorIndex:
             self._ids.extend(ids)
             self._row.update(zip(ids, range(start, start + new)))
             self._mat[start:start + new] = rows
+            _normalise(self._mat[start:start + new])
             self._ns[start:start + new] = np.fromiter((self._code(ns) for ns in nss), dtype=np.int32, count=new)
             return
+        rows = _unit_rows(rows, self.dim)
         for id_, row, ns in zip(ids, rows, nss, strict=True):
             if not isinstance(id_, str) or not id_:
                 raise ValueError(f"ids must be non-empty strings, got {id_!r}")

@@ -1,47 +1,30 @@
 """The binary sidecar of ``embeddings.jsonl``: what loading it derived, kept so that a new
 process starts without parsing every vector (issue 18, "fast start").
 
-Two files next to the JSONL, which stays the durable record (the sidecar is only a cache:
-delete it and the next load rebuilds it):
+The JSONL stays the durable record; the sidecar is only a cache (delete it and the next
+load rebuilds it): ``embeddings.sidecar.json`` (embedder, dim, skipped lines, the prefix
+stamp) and the columns ``embeddings.<generation>.<column>.npy``.
 
-* ``embeddings.<generation>.npy``: the live vectors, float32, one row per id, in load
-  order, memory-mapped on read (``numpy.load(mmap_mode="r")``: no copy until used).
-* ``embeddings.sidecar.json``: embedder, dim, the ``.npy`` name, ids, text hashes,
-  namespaces, metadata, the skipped lines and the JSONL state they came from.
-
-Validity (the content digest): the JSONL's inode, the byte offset the sidecar covers, the
-64 bytes before that offset and the file's mtime when the sidecar was written, checked
-with one ``stat`` and one small read. The JSONL is only ever appended to in place or
-replaced by a rename (compaction), so: same inode, size > offset and the same 64 bytes
-means the sidecar covers a prefix of the file, and only the lines after the offset are
-parsed; size == offset needs the same mtime too (a same-length edit in place changes it).
-Anything else (a replaced, cut or hand-edited file) means a full parse and a new sidecar.
-Blind spot, stated: an in-place edit that keeps the bytes before the offset's last 64 *and*
-is followed by an append. A hash of the whole prefix would close it at the cost of reading
-hundreds of MB on every start.
-
-The ``.npy`` is written first (temp + fsync + rename under a fresh generation name), the JSON
-naming it last (atomic), so a crash leaves either the old pair or the new one; older
-generations are removed after the switch.
+Validity, damage checks and crash-safe writing are :mod:`memofs.files.sidecar`'s (the
+same prefix stamp as the memories sidecar). Columns: ``vectors`` (float32, one row per id,
+in load order, memory-mapped; checked for dtype and shape only, since hashing hundreds of
+MB would cost what the sidecar saves), ``ids``/``sha``/``metadata`` strings joined with
+their ends (:func:`memofs.files.sidecar.join_strings`) and ``namespace`` codes;
+the skipped lines and counts go in the JSON metadata.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets as _random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memofs.files import safe_json
-from memofs.files.atomic import atomic_write_text, fsync_dir
+from memofs.files.sidecar import PrefixStamp, Sidecar, join_strings, split_strings
 
-TAIL_BYTES = 64
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass
@@ -62,68 +45,50 @@ class SidecarState:
 class VectorSidecar:
     def __init__(self, jsonl: Path) -> None:
         self.jsonl = Path(jsonl)
-        self.meta = self.jsonl.with_name(self.jsonl.stem + ".sidecar.json")
-
-    def _tail(self, offset: int) -> tuple[int, bytes, os.stat_result] | None:
-        """The JSONL's inode, the 64 bytes before ``offset`` and its stat, or None when it is shorter."""
-        try:
-            fd, st = safe_json.open_regular(self.jsonl)
-        except FileNotFoundError:
-            return None
-        with os.fdopen(fd, "rb") as fh:
-            if st.st_size < offset:
-                return None
-            start = max(0, offset - TAIL_BYTES)
-            fh.seek(start)
-            return st.st_ino, fh.read(offset - start), st
+        self.files = Sidecar(self.jsonl, self.jsonl.parent, self.jsonl.stem, FORMAT)
+        self.meta = self.files.meta_path
 
     def read(self, embedder: str, dim: int) -> SidecarState | None:
         """The state if the sidecar is valid for this embedder and covers a prefix of the
         JSONL as it is now; None otherwise (missing, damaged, stale, another embedder)."""
-        try:
-            meta = safe_json.load_file(self.meta, expect=dict)
-        except (FileNotFoundError, safe_json.JSONFileError, OSError):
+        got = self.files.read(unchecked=("vectors",))
+        if got is None:
             return None
+        meta, cols, stamp = got
         try:
-            if (meta["format"], meta["embedder"], meta["dim"]) != (FORMAT, embedder, dim):
+            if (meta["embedder"], meta["dim"]) != (embedder, dim):
                 return None
-            now = self._tail(int(meta["offset"]))
-            if now is None or now[0] != meta["inode"] or now[1].hex() != meta["tail"]:
+            ids = split_strings(cols["ids"], cols["ids_ends"])
+            sha = split_strings(cols["sha"], cols["sha_ends"])
+            # metadata repeats (e.g. one per kind): each distinct JSON decoded once, copied per row
+            distinct: dict[str, dict[str, Any]] = {}
+            rows = split_strings(cols["metadata"], cols["metadata_ends"])
+            for t in set(rows):
+                distinct[t] = json.loads(t)
+            metadata = [dict(distinct[t]) for t in rows]
+            table = list(meta["namespaces"])
+            namespaces = [table[c] for c in cols["namespace"].tolist()]
+            vectors = np.asarray(cols["vectors"])  # a plain view of the map: row access without memmap overhead
+            if vectors.dtype != np.float32 or vectors.shape != (len(ids), dim) or not (
+                    len(sha) == len(metadata) == len(namespaces) == len(ids)):
                 return None
-            if now[2].st_size == meta["offset"] and now[2].st_mtime_ns != meta["mtime_ns"]:
-                return None  # not appended to, yet written: edited in place
-            vectors = np.load(self.meta.with_name(meta["npy"]), mmap_mode="r", allow_pickle=False)
-            ids = meta["ids"]
-            if vectors.dtype != np.float32 or vectors.shape != (len(ids), dim):
-                return None
-            return SidecarState(ids, vectors, meta["text_sha256"], meta["namespaces"], meta["metadata"],
-                                meta["skipped"], int(meta["lines"]), int(meta["offset"]), int(meta["lineno"]))
-        except (KeyError, TypeError, ValueError, OSError):  # a damaged sidecar is only a cache
+            return SidecarState(ids, vectors, sha, namespaces, metadata, list(meta["skipped"]),
+                                int(meta["lines"]), stamp.offset, stamp.lineno)
+        except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):  # a damaged sidecar is only a cache
             return None
 
     def write(self, state: SidecarState, embedder: str, dim: int) -> None:
         """Write a new generation (caller holds the JSONL's writer lock)."""
-        now = self._tail(state.offset)
-        if now is None:
+        stamp = PrefixStamp.take(self.jsonl, state.offset, state.lineno)
+        if stamp is None:
             return
-        gen = f"{self.jsonl.stem}.{_random.token_hex(6)}.npy"
-        fd, tmp = tempfile.mkstemp(prefix=f".{gen}.", suffix=".tmp", dir=self.jsonl.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, np.ascontiguousarray(state.vectors, dtype=np.float32).reshape(len(state.ids), dim))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.jsonl.parent / gen)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        fsync_dir(self.jsonl.parent)
-        meta = {"format": FORMAT, "embedder": embedder, "dim": dim, "npy": gen, "inode": now[0],
-                "offset": state.offset, "mtime_ns": now[2].st_mtime_ns, "lineno": state.lineno, "tail": now[1].hex(), "lines": state.lines,
-                "ids": state.ids, "text_sha256": state.text_sha256, "namespaces": state.namespaces,
-                "metadata": state.metadata, "skipped": state.skipped}
-        atomic_write_text(self.meta, json.dumps(meta, ensure_ascii=False, separators=(",", ":")))
-        for old in self.jsonl.parent.glob(f"{self.jsonl.stem}.*.npy"):
-            if old.name != gen:
-                old.unlink(missing_ok=True)
+        codes: dict[str, int] = {}
+        cols = {"vectors": np.ascontiguousarray(state.vectors, dtype=np.float32).reshape(len(state.ids), dim),
+                "namespace": np.fromiter((codes.setdefault(n, len(codes)) for n in state.namespaces), dtype=np.int32,
+                                         count=len(state.namespaces))}
+        for name, strings in (("ids", state.ids), ("sha", state.text_sha256),
+                              ("metadata", [json.dumps(m, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+                                            for m in state.metadata])):
+            cols[name], cols[f"{name}_ends"] = join_strings(strings)
+        self.files.write(stamp, cols, {"embedder": embedder, "dim": dim, "lines": state.lines,
+                                       "namespaces": list(codes), "skipped": state.skipped}, unchecked=("vectors",))

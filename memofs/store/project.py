@@ -10,6 +10,9 @@ Layout (created by :meth:`Store.init`; paths relative to the project root)::
     .memofs/graph/nodes.jsonl             entity graph (new facts appended; a changed edge rewrites)
     .memofs/graph/edges.jsonl
     .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; appended, compacted)
+    .memofs/indexes/embeddings.*          its binary sidecar (memofs.signals.vector_sidecar; a cache)
+    .memofs/indexes/memories.*            the memories sidecar (memofs.files.memories_sidecar; a cache)
+    .memofs/indexes/derived.json          the derived-lines checkpoint (Store.sync_derived)
     .memofs/tmp/                          context-cache file, torn-line leftovers
     .memofs/.lock                         the store's cross-process write lock
 
@@ -18,12 +21,21 @@ Durability rules:
 * Every write happens under the exclusive ``filelock`` lock ``.memofs/.lock``, so two
   writers never interleave and nothing is lost.
 * JSONL appends write one whole line with a single ``os.write`` on an ``O_APPEND``
-  descriptor and ``fsync`` it before the lock is released.
+  descriptor and ``fsync`` it before the lock is released (derived lines: see below).
 * A process killed mid-append can leave a torn last line. Loading skips it with a
   warning (the store stays readable); the next writer, under the lock, moves the torn
   bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
   appending, so a torn line never ends up in the middle of a file. At most the write in
   flight is lost.
+* ``remember`` fsyncs only what it acknowledges: the memory line. The ``memory.created``
+  event and the graph facts are *derived* from that line, so they are appended without
+  their own fsync (:func:`memofs.files.jsonl.derived_appends`; a killed process still
+  loses none of them, its writes are in the kernel's page cache). Every
+  ``DERIVED_CHECKPOINT_WRITES`` writes, and at rehydration, a checkpoint
+  (``.memofs/indexes/derived.json``) fsyncs the derived files and records how far
+  memories.jsonl and the events reach; a machine crash can lose derived lines written
+  after it, and :meth:`Store.sync_derived` (run by :func:`rehydrate`) re-derives them from
+  the memories after the checkpoint. ``memofs doctor --repair`` still checks everything.
 * ``remember`` only appends (STORE.md "Durability"). Files that are rewritten (manifest,
   config, a changed graph edge, an embeddings compaction) go through a temp file in the
   same directory, ``fsync`` and ``os.replace``.
@@ -32,13 +44,15 @@ Durability rules:
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,8 +61,10 @@ from filelock import FileLock
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import AppendCursor, append_line, repair_tail, tail_lines
+from memofs.files.jsonl import AppendCursor, append_line, derived_appends, fsync_file, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
+from memofs.files.memories_sidecar import MemoriesSidecar
+from memofs.files.sidecar import PrefixStamp
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
@@ -68,6 +84,8 @@ NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
 SUMMARY_CHARS = 160
 LOCK_TIMEOUT_S = 60.0
 MANIFEST_VERSION = "1"
+DERIVED_CHECKPOINT_WRITES = 64  # remembers between checkpoints of the derived files (fsyncs amortised over them)
+SIDECAR_REFRESH_LINES = 1000  # appended lines parsed on a start before the memories sidecar is rewritten
 
 _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
 _EXTRA_ARGS = {"title": "title", "source": "source", "writer": "writer", "sourceRefs": "source_refs",
@@ -88,10 +106,26 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
     """``[(line number, object)]`` and warnings. A malformed *last* line (a crash
     mid-write) is skipped with a warning; a malformed line elsewhere raises
     :class:`StoreError` naming the file and line. Blank lines are skipped."""
+    rows, warnings, _ = read_jsonl_from(path)
+    return rows, warnings
+
+
+def read_jsonl_from(path: Path, after: PrefixStamp | None = None
+                    ) -> tuple[list[tuple[int, dict[str, Any]]], list[str], PrefixStamp | None]:
+    """:func:`read_jsonl` of the lines after the prefix ``after`` covers (all lines when
+    None), numbered from there, plus the stamp of the complete lines read up to now (an
+    unterminated last line is left for the next read); no stamp when the file is missing."""
+    start, first = (after.offset, after.lineno) if after is not None else (0, 0)
     try:
-        data = safe_json.read_bytes(path)
+        fd, st = safe_json.open_regular(path)
     except FileNotFoundError:
-        return [], []
+        return [], [], None
+    with os.fdopen(fd, "rb") as fh:
+        head = b""
+        if start:
+            fh.seek(max(0, start - 64))
+            head = fh.read(min(64, start))
+        data = fh.read(st.st_size - start)
     lines = data.split(b"\n")
     last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -100,7 +134,7 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
         if not raw.strip():
             continue
         try:
-            obj = safe_json.parse(raw, f"{path}:{i + 1}", expect=dict)
+            obj = safe_json.parse(raw, f"{path}:{first + i + 1}", expect=dict)
         except safe_json.JSONFileError as exc:
             if i == last:
                 msg = f"{exc.where}: skipped a torn last line (crash mid-write?): {exc.reason}"
@@ -108,8 +142,10 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]
                 warnings.append(msg)
                 continue
             raise StoreError(str(exc)) from None
-        rows.append((i + 1, obj))
-    return rows, warnings
+        rows.append((first + i + 1, obj))
+    complete = data.rfind(b"\n") + 1
+    stamp = PrefixStamp.of(st, (head + data[:complete])[-64:], start + complete, first + data.count(b"\n", 0, complete))
+    return rows, warnings, stamp
 
 
 # ---------------------------------------------------------------------- records
@@ -246,8 +282,10 @@ class Store:
         # what it adds, not the size of the store
         self._ids: set[str] = set()
         self._ids_cursor = AppendCursor()
+        self._ids_lines = 0  # newline-terminated lines the cursor has read
         self._graph: EntityGraph | None = None
         self._graph_cursors = (AppendCursor(), AppendCursor())
+        self._unsynced = 0  # this process's derived appends since its last checkpoint
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -275,6 +313,8 @@ class Store:
             if force or not p.config.exists():
                 config = {"version": 1, "projectId": project_id, "recall": {}}
                 atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
+            if not store._derived_path().exists():
+                store._checkpoint_derived()
         return store
 
     @classmethod
@@ -354,16 +394,44 @@ class Store:
             raise StoreError(str(exc)) from None
 
     # -- reading -------------------------------------------------------------------
-    def load(self) -> LoadReport:
-        """Every memory (see :class:`LoadReport`)."""
+    def load(self, *, sidecar: bool = True) -> LoadReport:
+        """Every memory (see :class:`LoadReport`). With ``sidecar`` (the default), a valid
+        memories sidecar (:mod:`memofs.files.memories_sidecar`) stands for the lines it
+        covers and only the lines appended after it are parsed; the sidecar is rewritten
+        when it was missing or stale, or after :data:`SIDECAR_REFRESH_LINES` appended lines.
+        ``sidecar=False`` parses every line (the reference the sidecar must equal)."""
         path = self.paths.memories
-        rows, warnings = read_jsonl(path)
+        cached = self._memories_sidecar().read() if sidecar else None
         by_id: dict[str, Memory] = {}
+        if cached is not None:
+            by_id = {m.id: m for m in cached[0]}
+        rows, warnings, stamp = read_jsonl_from(path, cached[1] if cached is not None else None)
         for lineno, row in rows:
             m = memory_from_json(row, f"{path}:{lineno}")
             by_id.pop(m.id, None)
             by_id[m.id] = m
-        return LoadReport(list(by_id.values()), warnings)
+        memories = list(by_id.values())
+        # an unterminated last line is not covered by the stamp, so the sidecar waits for its newline
+        covered = not rows or rows[-1][0] <= (stamp.lineno if stamp is not None else 0)
+        if sidecar and stamp is not None and covered and (cached is None or len(rows) >= SIDECAR_REFRESH_LINES):
+            self._write_memories_sidecar(memories, stamp)
+        return LoadReport(memories, warnings)
+
+    def _memories_sidecar(self) -> MemoriesSidecar:
+        return MemoriesSidecar(self.paths.memories, self.paths.embeddings.parent)
+
+    def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp) -> None:
+        """Write the sidecar if the write lock is free now: a reader never waits on a
+        writer for it, and a failure only costs the next start a full parse."""
+        from filelock import Timeout
+
+        try:
+            with self._lock.acquire(timeout=0):
+                self._memories_sidecar().write(memories, stamp)
+        except Timeout:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("could not write the memories sidecar (%s); the next start parses %s", exc, self.paths.memories)
 
     def read_core(self) -> str:
         try:
@@ -510,9 +578,13 @@ class Store:
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
-            append_line(p.memories, memory_to_json(memory))
-            append_line(p.events, self._created_event(memory, actor))
-            self._extract_graph([text])
+            append_line(p.memories, memory_to_json(memory))  # the acknowledged record: fsynced
+            with derived_appends():  # derived from it: made durable by the next checkpoint
+                append_line(p.events, self._created_event(memory, actor))
+                self._extract_graph([text])
+            self._unsynced += 1
+            if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
+                self._checkpoint_derived(self._ids_lines + 1)  # the lines _known_ids read, plus ours
         if vector is not None:
             from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
@@ -531,6 +603,8 @@ class Store:
         data, whole = self._ids_cursor.read(self.paths.memories)
         if whole:
             self._ids = set()
+            self._ids_lines = 0
+        self._ids_lines += data.count(b"\n")
         self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
         return self._ids
 
@@ -611,6 +685,97 @@ class Store:
         no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])]
         return no_event, no_facts
 
+    # -- derived lines: checkpoint and re-derivation (issue 18) --------------------------
+    def _derived_path(self) -> Path:
+        return self.paths.embeddings.parent / "derived.json"
+
+    def _checkpoint_derived(self, memory_lines: int | None = None) -> None:
+        """Make every derived append so far durable and say so (caller holds the lock):
+        fsync the events and graph files, then record (atomically) how far memories.jsonl
+        and the events file reach, as :class:`~memofs.files.sidecar.PrefixStamp`s. Every
+        memory line before the checkpoint has its event and graph facts on disk."""
+        p = self.paths
+        for f in (p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl"):
+            fsync_file(f)
+        stamps = {}
+        for name, f in (("memories", p.memories), ("events", p.events)):
+            size = f.stat().st_size if f.exists() else 0
+            # line numbers only name lines in errors: counted when the caller does not know them
+            lines = memory_lines if name == "memories" and memory_lines is not None else (
+                safe_json.read_bytes(f)[:size].count(b"\n") if size else 0)
+            stamp = PrefixStamp.take(f, size, lines) if size else None
+            stamps[name] = asdict(stamp) if stamp is not None else None
+        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
+        self._unsynced = 0
+
+    def checkpoint_derived(self) -> None:
+        """:meth:`_checkpoint_derived` under the lock: declares every memory so far complete
+        (for a bulk loader that writes memories.jsonl itself and derives nothing)."""
+        with self.lock():
+            self._checkpoint_derived()
+
+    def sync_derived(self, *, wait: bool = True) -> list[str]:
+        """Re-derive what a machine crash lost (events and graph facts are appended without
+        their own fsync, :func:`~memofs.files.jsonl.derived_appends`): the memories after the
+        last checkpoint are checked against the events after it and the graph, the missing
+        lines appended, and a new checkpoint written. Costs what was written since the
+        checkpoint (a changed or missing checkpoint: the whole store, once; a store without
+        one was written with a fsync per line, so it starts from its current state).
+        ``wait=False``: do nothing if a writer holds the lock. Returns what was done."""
+        from filelock import Timeout
+
+        p = self.paths
+        try:
+            lock = self._lock.acquire(timeout=None if wait else 0)
+        except Timeout:
+            return []
+        except OSError as exc:  # a read-only store: nothing can be re-derived here
+            log.warning("could not check the derived lines of %s (%s)", self.paths.dir, exc)
+            return []
+        with lock:
+            try:
+                saved = safe_json.load_file(self._derived_path(), expect=dict)
+            except FileNotFoundError:
+                self._checkpoint_derived()
+                return []
+            except (safe_json.JSONFileError, OSError):
+                saved = {}
+
+            def stamp(name: str, path: Path) -> PrefixStamp | None:
+                try:
+                    got = PrefixStamp(**saved[name]) if saved.get(name) else None
+                except TypeError:
+                    return None
+                return got if got is not None and got.covers(path) else None
+
+            mem_stamp = stamp("memories", p.memories)
+            rows, _, read_to = read_jsonl_from(p.memories, mem_stamp)
+            if not rows:
+                return []
+            after = [memory_from_json(row, f"{p.memories}:{n}") for n, row in rows]
+            events, _, _ = read_jsonl_from(p.events, stamp("events", p.events) if mem_stamp is not None else None)
+            logged = {obj.get("metadata", {}).get("id") for _, obj in events
+                      if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
+            no_event = [m for m in after if m.id not in logged]
+            graph = self._current_graph()
+            no_facts = [m for m in after if any(n.id not in graph for n in self._facts(m.text)[0])]
+            done = []
+            if no_event:
+                repair_tail(p.events, p.tmp)
+                with derived_appends():
+                    for m in no_event:
+                        append_line(p.events, self._created_event(m))
+                done.append(f"appended {len(no_event)} missing memory.created event(s)")
+            if no_facts:
+                with derived_appends():
+                    self._extract_graph(m.text for m in no_facts)
+                done.append(f"re-extracted graph facts of {len(no_facts)} memory(ies)")
+            for msg in done:
+                log.warning("%s (lost by a crash before the checkpoint)", msg)
+            whole = read_to is not None and read_to.offset == p.memories.stat().st_size
+            self._checkpoint_derived(read_to.lineno if whole else None)
+            return done
+
     def repair(self) -> list[str]:
         """Rebuild derived data from the durable record (memories.jsonl), under the lock:
         remove orphan temp files, append missing ``memory.created`` events, merge missing
@@ -676,15 +841,36 @@ class Rehydrated:
         return notes_head(self.memories)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a start builds its objects: every new
+    container counts toward a collection, and each full collection walks every object
+    built so far, so 100k memories (records, dicts, datetimes) made a start superlinear.
+    The objects built are kept, not garbage; the collector runs again afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
               config: RecallConfig | None = None) -> Rehydrated:
     """Load memories, graph and stored vectors into a Recaller with ``anchor_root`` = the
     project root. Stored vectors whose text hash still matches are reused; only new or
     changed texts are embedded (and written back). Without an embedder: lexical only."""
+    with _collector_paused():
+        return _rehydrate(store, embedder=embedder, clock=clock, config=config)
+
+
+def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: RecallConfig | None) -> Rehydrated:
     import numpy as np
 
     from memofs.ranking.recall import Recaller
 
+    store.sync_derived(wait=False)  # derived lines a machine crash lost (a no-op when the checkpoint is current)
     report = store.load()
     graph = store.load_graph()
     notes: list[str] = []

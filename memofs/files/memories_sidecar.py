@@ -1,0 +1,148 @@
+"""The binary sidecar of ``memories.jsonl`` (issue 18): every loaded :class:`Memory` as
+columns, so a start rebuilds the records without parsing and validating each JSON line.
+Validity (the prefix stamp plus a digest of the whole covered prefix), damage checks and
+crash-safe writing are :mod:`memofs.files.sidecar`'s; the
+store applies the lines appended after the covered prefix through its own parser.
+
+Columns (``n`` memories in load order: a repeated id's later line wins, at its position):
+
+* ``ids``/``texts``: string columns (:func:`memofs.files.sidecar.join_strings`);
+* ``kind``: uint8 index into :data:`memofs.files.records.MEMORY_KINDS`;
+* ``created_us``: int64 microseconds since the epoch (exact; ``INT64_MIN`` = None) and
+  ``created_off``: int32 UTC offset in seconds, so the timestamp round-trips with its zone;
+* ``confidence``: float64, NaN = None;
+* ``namespace``: int32 index into the metadata's ``namespaces`` list;
+* ``rest``/``rest_ends``: compact JSON of tags, anchors, supersedes and extra fields, the
+  empty string when all are empty (most memories), so only those rows are JSON-decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memofs.files.records import MEMORY_KINDS, Anchor, Memory
+from memofs.files.sidecar import PrefixStamp, Sidecar, join_strings, split_strings
+
+FORMAT = 1
+NONE_US = np.iinfo(np.int64).min
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+_KIND = {k: i for i, k in enumerate(MEMORY_KINDS)}
+COLUMNS_FOR = ("id", "text", "kind", "created_at", "confidence", "namespace", "tags", "anchors", "supersedes", "metadata")
+"""The :class:`Memory` fields the columns hold. When the record gains a field, the sidecar
+stands down (never read, never written: every start parses) until it stores that field too,
+rather than silently dropping it."""
+
+
+def supported() -> bool:
+    """True when :class:`Memory` has exactly the fields the columns hold."""
+    return tuple(f.name for f in fields(Memory)) == COLUMNS_FOR
+
+
+def _rest(m: Memory) -> str:
+    rest: dict[str, Any] = {}
+    if m.tags:
+        rest["tags"] = list(m.tags)
+    if m.anchors:
+        rest["anchors"] = [[a.path, a.sha256] for a in m.anchors]
+    if m.supersedes:
+        rest["supersedes"] = list(m.supersedes)
+    if m.metadata:
+        rest["metadata"] = m.metadata
+    return json.dumps(rest, ensure_ascii=False, separators=(",", ":")) if rest else ""
+
+
+def encode(memories: list[Memory]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """``(columns, namespaces)`` of ``memories`` (see the module doc)."""
+    n = len(memories)
+    namespaces: dict[str, int] = {}
+    created = np.full(n, NONE_US, dtype=np.int64)
+    offset = np.zeros(n, dtype=np.int32)
+    for i, m in enumerate(memories):
+        if m.created_at is not None:
+            created[i] = (m.created_at - _EPOCH) // _US
+            offset[i] = int(m.created_at.utcoffset().total_seconds())
+    cols = {
+        "kind": np.fromiter((_KIND[m.kind] for m in memories), dtype=np.uint8, count=n),
+        "created_us": created,
+        "created_off": offset,
+        "confidence": np.fromiter((np.nan if m.confidence is None else m.confidence for m in memories), dtype=np.float64, count=n),
+        "namespace": np.fromiter((namespaces.setdefault(m.namespace, len(namespaces)) for m in memories), dtype=np.int32, count=n),
+    }
+    for name, strings in (("ids", [m.id for m in memories]), ("texts", [m.text for m in memories]),
+                          ("rest", [_rest(m) for m in memories])):
+        cols[name], cols[f"{name}_ends"] = join_strings(strings)
+    return cols, list(namespaces)
+
+
+def decode(cols: dict[str, np.ndarray], namespaces: list[str]) -> list[Memory]:
+    """The memories of :func:`encode`'s columns; ValueError (or KeyError, IndexError) when they are inconsistent."""
+    ids, texts, rests = (split_strings(cols[c], cols[f"{c}_ends"]) for c in ("ids", "texts", "rest"))
+    n = len(ids)
+    kind_codes, created, offsets = cols["kind"], cols["created_us"], cols["created_off"]
+    conf, ns = cols["confidence"], cols["namespace"]
+    if not (len(texts) == len(rests) == n and all(len(cols[c]) == n for c in ("kind", "created_us", "created_off", "confidence", "namespace"))):
+        raise ValueError("columns of different lengths")
+    if n and (int(kind_codes.max()) >= len(MEMORY_KINDS) or int(ns.min()) < 0 or int(ns.max()) >= len(namespaces)):
+        raise ValueError("a code out of range")
+    kinds = [MEMORY_KINDS[k] for k in kind_codes.tolist()]
+    nss = [namespaces[k] for k in ns.tolist()]
+    zones: dict[int, timezone] = {0: timezone.utc}
+    stamps: list[datetime | None] = []
+    for us, off in zip(created.tolist(), offsets.tolist()):
+        when = None
+        if us != NONE_US:
+            when = _EPOCH + timedelta(microseconds=us)
+            if off:
+                tz = zones.get(off) or zones.setdefault(off, timezone(timedelta(seconds=off)))
+                when = when.astimezone(tz)
+        stamps.append(when)
+    # the frozen dataclass's __init__ sets each field through object.__setattr__ (~5 us a
+    # row, half a second at 100k); filling __dict__ gives the same instance (the fields were
+    # validated when the sidecar was written; a test compares every field with the parse)
+    new = object.__new__
+    out = []
+    for id_, text, kind, when, c, ns_, rest_text in zip(ids, texts, kinds, stamps, conf.tolist(), nss, rests):
+        m = new(Memory)
+        if rest_text:
+            rest = json.loads(rest_text)
+            m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=None if c != c else c,
+                              namespace=ns_, tags=tuple(rest.get("tags", ())),
+                              anchors=tuple(Anchor(a, h) for a, h in rest.get("anchors", ())),
+                              supersedes=tuple(rest.get("supersedes", ())), metadata=dict(rest.get("metadata", {})))
+        else:
+            m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=None if c != c else c,
+                              namespace=ns_, tags=(), anchors=(), supersedes=(), metadata={})
+        out.append(m)
+    return out
+
+
+class MemoriesSidecar:
+    """``<indexes>/memories.sidecar.json`` + ``memories.<generation>.<column>.npy`` for ``memories.jsonl``."""
+
+    def __init__(self, jsonl: Path, directory: Path) -> None:
+        self.files = Sidecar(jsonl, directory, "memories", FORMAT, digest_prefix=True)
+
+    def read(self) -> tuple[list[Memory], PrefixStamp] | None:
+        """The memories the sidecar holds and the prefix they cover; None when it cannot be trusted."""
+        got = self.files.read() if supported() else None
+        if got is None:
+            return None
+        meta, cols, stamp = got
+        try:
+            return decode(cols, list(meta["namespaces"])), stamp
+        except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
+            return None
+
+    def write(self, memories: list[Memory], stamp: PrefixStamp) -> bool:
+        """Write a new generation (caller holds the store's write lock); False when the file moved on."""
+        if not supported():
+            return False
+        cols, namespaces = encode(memories)
+        return self.files.write(stamp, cols, {"namespaces": namespaces})

@@ -1,0 +1,197 @@
+"""Binary sidecars of append-only JSONL files: what a load derived from a file's first
+``offset`` bytes, kept as memory-mapped ``.npy`` columns so the next process starts without
+parsing those lines again (issue 18, "fast start"). The JSONL stays the durable record; a
+sidecar is only a cache: delete it and the next load rebuilds it.
+
+Validity (:class:`PrefixStamp`): the JSONL's inode, the byte offset covered, the 64 bytes
+before it and the file's mtime when the covered bytes were read, checked with one ``stat``
+and one small read. The JSONL is only ever appended to in place or replaced by a rename, so
+same inode, size > offset and the same 64 bytes means the sidecar covers a prefix of the
+file and only the lines after the offset need parsing; size == offset needs the same mtime
+too (a same-length edit in place changes it). Anything else (replaced, cut, hand-edited)
+means a full parse and a new sidecar. Blind spot, stated: an in-place edit that keeps the
+last 64 bytes before the offset *and* is followed by an append. A sidecar built with
+``digest_prefix`` closes it: it also keeps a BLAKE2b of the whole prefix and checks it on
+read (memories.jsonl: tens of MB at 100k, hashed in tens of ms; embeddings.jsonl, hundreds
+of MB, keeps the tail check only).
+
+Damage: each column's BLAKE2b digest is kept in the metadata and checked on read (the
+columns a caller names as ``unchecked``, e.g. a large vector matrix, are only checked for
+dtype and shape), so a flipped byte or a truncated ``.npy`` is rebuilt, never trusted.
+
+Why ``.npy``: numpy's own format, memory-mapped without a copy, no code execution on load
+(``allow_pickle=False``), readable by any numpy. Pickle is never used.
+
+Writing: every column of a new generation goes to a temp file, is fsynced and renamed under
+the generation's name; the JSON metadata naming the generation is written last (atomic), so
+a crash (kill -9 included) leaves the old pair or the new one, never a mix; files of older
+generations are removed after the switch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets as _random
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memofs.files import safe_json
+from memofs.files.atomic import atomic_write_text, fsync_dir
+
+TAIL_BYTES = 64
+
+
+@dataclass(frozen=True)
+class PrefixStamp:
+    """Identifies the first ``offset`` bytes (``lineno`` lines) of a JSONL file as read."""
+
+    inode: int
+    offset: int
+    tail: str  # hex of the up to 64 bytes before offset
+    mtime_ns: int
+    lineno: int
+    digest: str = ""  # BLAKE2b of the whole prefix, when the sidecar keeps one ("" = tail check only)
+
+    @classmethod
+    def of(cls, st: os.stat_result, covered: bytes, offset: int, lineno: int) -> PrefixStamp:
+        """The stamp of ``offset`` bytes whose last bytes are ``covered``'s, read from a file with stat ``st``."""
+        return cls(st.st_ino, offset, covered[-TAIL_BYTES:].hex() if offset else "", st.st_mtime_ns, lineno)
+
+    @classmethod
+    def take(cls, path: Path, offset: int, lineno: int) -> PrefixStamp | None:
+        """The stamp of ``path``'s first ``offset`` bytes as they are now; None when shorter or missing."""
+        try:
+            fd, st = safe_json.open_regular(path)
+        except OSError:  # missing, or not a regular file
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            if st.st_size < offset:
+                return None
+            start = max(0, offset - TAIL_BYTES)
+            fh.seek(start)
+            return cls.of(st, fh.read(offset - start), offset, lineno)
+
+    def covers(self, path: Path) -> bool:
+        """True when ``path`` still starts with the bytes this stamp saw (see the module doc)."""
+        now = PrefixStamp.take(path, self.offset, self.lineno)
+        if now is None or now.inode != self.inode or now.tail != self.tail:
+            return False
+        size = os.stat(path).st_size
+        return size > self.offset or now.mtime_ns == self.mtime_ns
+
+
+def join_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A string column: the UTF-8 bytes (uint8) of the strings joined and each string's end
+    (int64), counted in *characters* of the decoded join, so reading is one decode and slices."""
+    ends = np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)))
+    return np.frombuffer("".join(strings).encode("utf-8"), dtype=np.uint8), ends
+
+
+def split_strings(blob: np.ndarray, ends: np.ndarray) -> list[str]:
+    """The strings of :func:`join_strings`' column; ValueError when the ends do not fit."""
+    text = blob.tobytes().decode("utf-8")
+    if len(ends) and (int(ends[-1]) != len(text) or (np.diff(ends) < 0).any() or ends[0] < 0):
+        raise ValueError("string ends do not match the joined text")
+    e = ends.tolist()
+    return [text[a:z] for a, z in zip([0] + e[:-1], e)]
+
+
+def prefix_digest(path: Path, offset: int) -> str | None:
+    """BLAKE2b of ``path``'s first ``offset`` bytes, read in 1 MiB blocks; None when shorter or missing."""
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        fd, _ = safe_json.open_regular(path)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        left = offset
+        while left:
+            block = fh.read(min(left, 1 << 20))
+            if not block:
+                return None
+            h.update(block)
+            left -= len(block)
+    return h.hexdigest()
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.blake2b(memoryview(np.ascontiguousarray(a)).cast("B"), digest_size=16).hexdigest()
+
+
+class Sidecar:
+    """The sidecar ``<dir>/<name>.sidecar.json`` + ``<dir>/<name>.<generation>.<column>.npy`` of one JSONL file."""
+
+    def __init__(self, jsonl: Path, directory: Path, name: str, format: int, *, digest_prefix: bool = False) -> None:
+        self.jsonl = Path(jsonl)
+        self.digest_prefix = digest_prefix
+        self.dir = Path(directory)
+        self.name = name
+        self.format = format
+        self.meta_path = self.dir / f"{name}.sidecar.json"
+
+    def read(self, *, unchecked: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp] | None:
+        """``(metadata, columns memory-mapped, stamp)`` when the sidecar is intact and covers a
+        prefix of the JSONL as it is now; None when missing, damaged, stale or of another format."""
+        try:
+            meta = safe_json.load_file(self.meta_path, expect=dict)
+        except (FileNotFoundError, safe_json.JSONFileError, OSError):
+            return None
+        try:
+            if meta["format"] != self.format:
+                return None
+            stamp = PrefixStamp(**meta["stamp"])
+            if not stamp.covers(self.jsonl):
+                return None
+            if self.digest_prefix and (not stamp.digest or prefix_digest(self.jsonl, stamp.offset) != stamp.digest):
+                return None  # closes the tail check's blind spot: any edit before the offset
+            cols: dict[str, np.ndarray] = {}
+            for col, info in meta["columns"].items():
+                a = np.load(self.dir / f"{self.name}.{meta['generation']}.{col}.npy", mmap_mode="r", allow_pickle=False)
+                if a.dtype.str != info["dtype"] or list(a.shape) != info["shape"]:
+                    return None
+                if col not in unchecked and _digest(a) != info["digest"]:
+                    return None
+                cols[col] = a
+            return meta, cols, stamp
+        except (KeyError, TypeError, ValueError, OSError):  # a damaged sidecar is only a cache
+            return None
+
+    def write(self, stamp: PrefixStamp, columns: dict[str, np.ndarray], extra: dict[str, Any],
+              *, unchecked: tuple[str, ...] = ()) -> bool:
+        """Write a new generation for ``stamp`` (caller holds the JSONL's writer lock). False,
+        writing nothing, when the JSONL no longer starts with the stamped bytes."""
+        if not stamp.covers(self.jsonl):
+            return False
+        if self.digest_prefix:
+            stamp = replace(stamp, digest=prefix_digest(self.jsonl, stamp.offset) or "")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        gen = _random.token_hex(6)
+        info = {}
+        for col, a in columns.items():
+            a = np.ascontiguousarray(a)
+            final = self.dir / f"{self.name}.{gen}.{col}.npy"
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=self.dir)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    np.save(fh, a, allow_pickle=False)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, final)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": "" if col in unchecked else _digest(a)}
+        fsync_dir(self.dir)
+        meta = {"format": self.format, "generation": gen, "stamp": asdict(stamp), "columns": info, **extra}
+        atomic_write_text(self.meta_path, json.dumps(meta, ensure_ascii=False, separators=(",", ":")))
+        for old in self.dir.glob(f"{self.name}.*.npy"):
+            if not old.name.startswith(f"{self.name}.{gen}."):
+                old.unlink(missing_ok=True)
+        return True
