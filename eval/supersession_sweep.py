@@ -109,7 +109,9 @@ def markdown(table: pd.DataFrame, chosen: float, dataset: str, embedder: str, co
     def cell(v: float) -> str:
         return "n/a" if v != v else f"{v:.4f}"
 
-    lines = [f"# Supersession penalty sweep ({dataset}, embedder {embedder})", "",
+    from memofs_eval.provenance import markdown_line
+
+    lines = [f"# Supersession penalty sweep ({dataset}, embedder {embedder})", "", markdown_line(), "",
              f"Default pipeline, `superseded_penalty` swept (1.0 = off). Chosen on the tune split's "
              f"temporal queries ({', '.join(TEMPORAL_CATEGORIES)}): lowest mean {TARGET_METRIC} "
              f"(lower is better), then best mean {SELECT_METRIC}, then the mildest: **{chosen}**. "

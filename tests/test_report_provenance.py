@@ -15,11 +15,13 @@ JSON_REPORTS = {
     "reports/latest/manifest.json": "make eval",
     "reports/locomo/latest/manifest.json": "make eval-locomo",
     "reports/learned/summary.json": "python -m memofs_eval.learned",
+    "reports/longmemeval/latest/manifest.json": "make eval-longmemeval",
 }
 MARKDOWN_REPORTS = {
     "reports/performance.md": "make bench",
     "reports/bench-lexical.md": "make bench (or make bench-lexical)",
     "reports/bench-vector.md": "make bench (or make bench-vector)",
+    "reports/supersession/supersession.md": "python -m memofs_eval.supersession_sweep --out reports/supersession --count locomo=../shared/datasets/locomo:locomo --count longmemeval-dev=../shared/datasets/longmemeval-dev/longmemeval_dev.json:longmemeval",
 }
 
 
