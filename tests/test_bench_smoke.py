@@ -179,6 +179,7 @@ def test_recall_bench_quick(tmp_path):
     text = main(["--quick", "--out", str(out)])
     assert out.read_text(encoding="utf-8") == text
     assert "| 300 |" in text and "| 1,000 |" in text and "peak MiB" in text and "anchor check" in text
+    assert "bare encode p50 ms" in text and "limit: encode + 1.5 x peer" in text
 
 
 @pytest.mark.slow
@@ -188,6 +189,8 @@ def test_store_bench_quick(tmp_path):
 
     text = main(["--quick", "--out", str(tmp_path / "s.md")])
     assert "Rehydration" in text or "Skipped" in text
+    if "Rehydration" in text:  # the CLI start table: a process on the largest store and on an empty one, both embedders
+        assert "added by the store s" in text and "| 300 | none |" in text and "| 300 | MiniLM |" in text
 
 
 def test_harness_bench_quick(tmp_path):

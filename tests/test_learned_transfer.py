@@ -211,3 +211,20 @@ def test_readme_lodo_table_reads_the_summary(tmp_path):
     t = lodo_table(tmp_path)
     assert "| locomo (minilm) | 0.196 | 0.493 | 0.503 | 0.510 |" in t
     assert "Absent when generated: longmemeval" in t and "lambdamart / all / raw query" in t
+
+
+def test_selection_is_maximin_over_inner_folds(monkeypatch):
+    """The nested rule picks the best worst inner fold (not the best mean), ties by the mean
+    and then by the space's order; hand-made fold scores."""
+    from memofs_eval import learned_lodo as LD
+
+    space = [LD.Candidate("raw", "portable", "lambdamart"), LD.Candidate("raw", "portable", "pairwise-logistic"),
+             LD.Candidate("raw", "all", "pairwise-logistic"), LD.Candidate("raw", "all", "lambdamart")]
+    folds = {space[0].name: [0.90, 0.30],  # best mean (0.60), worst fold 0.30
+             space[1].name: [0.55, 0.50],  # worst fold 0.50, mean 0.525
+             space[2].name: [0.50, 0.56],  # worst fold 0.50, mean 0.53: wins the tie by its mean
+             space[3].name: [0.50, 0.56]}  # same folds as space[2]: later in the space, loses the tie
+    lab = LD.Lab({}, log=lambda m: None)
+    monkeypatch.setattr(lab, "inner_folds", lambda c, training: folds[c.name])
+    best, got = lab.select(["a", "b"], space)
+    assert best == space[2] and got == folds

@@ -15,6 +15,7 @@ JSON_REPORTS = {
     "reports/latest/manifest.json": "make eval",
     "reports/locomo/latest/manifest.json": "make eval-locomo",
     "reports/learned/summary.json": "python -m memofs_eval.learned",
+    "reports/learned/lodo/summary.json": "python -m memofs_eval.learned_transfer",
     "reports/longmemeval/latest/manifest.json": "make eval-longmemeval",
 }
 MARKDOWN_REPORTS = {

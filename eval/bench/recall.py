@@ -21,7 +21,9 @@ Measured per size, interleaved query by query so machine noise hits all alike:
 
 * ``recall`` with the query embedding (live MiniLM) and without it: the same Recaller with
   a :class:`FrozenQueryEmbedder` that returns MiniLM vectors of the rewritten query texts,
-  computed before timing (a dict lookup, about a microsecond, stays in the timing);
+  computed before timing (a dict lookup, about a microsecond, stays in the timing); after
+  each live recall, a bare ``encode`` of the same rewritten query text (the floor of the
+  live figure: target live p50 <= encode p50 + 1.5 x peer p50);
 * peer: bm25s top-10 (its faster query path) on the same tokens + a bare numpy dense top-10
   (``M @ q``, ``argpartition``, sort of 10) on the same vectors; ratio = ours / peer;
 * a stage profile (:func:`staged_recall`) read from ``Recaller.recall``'s own per-stage
@@ -139,7 +141,7 @@ def live_embedder():
 # ---------------------------------------------------------------------- workload
 @dataclass(frozen=True)
 class RecallBenchConfig:
-    sizes: tuple[int, ...] = (1000, 10000, 100000)
+    sizes: tuple[int, ...] = (1000, 10000, 100000, 1000000)
     queries: int = 60
     passes: int = 1
     profile_queries: int = 20
@@ -451,6 +453,7 @@ class SizeResult:
     peer_build_s: float
     frozen_ms: list[float]
     live_ms: list[float]
+    encode_ms: list[float]  # a bare MiniLM encode of the same rewritten query text, right after the live recall
     peer_ms: list[float]
     peer_lex_ms: list[float]
     peer_dense_ms: list[float]
@@ -475,7 +478,8 @@ def measure_size(n: int, cfg: RecallBenchConfig, live, cache) -> SizeResult:
         rec.embedder.inner = frozen
         peer, peer_build_s = timed(lambda: Peer(w.texts, w.vectors, cfg.k))
         q_ids = [peer.q_ids(q) for q in w.queries]
-        qvecs = [frozen.table[rec.query_text(q)[0].text] for q in w.queries]
+        qtexts = [rec.query_text(q)[0].text for q in w.queries]
+        qvecs = [frozen.table[t] for t in qtexts]
         warm = max(1, min(10, len(w.queries)))
         peer_path = peer.calibrate(q_ids[:warm])
         for i, q in enumerate(w.queries[:warm]):  # warm-up: compiled kernels, layouts, hash caches, model threads
@@ -484,13 +488,15 @@ def measure_size(n: int, cfg: RecallBenchConfig, live, cache) -> SizeResult:
                 rec.embedder.inner = live
                 rec.recall(q, cfg.k, now=NOW)
                 rec.embedder.inner = frozen
-        frozen_ms, live_ms, peer_ms, lex_ms, dense_ms = [], [], [], [], []
+        frozen_ms, live_ms, encode_ms, peer_ms, lex_ms, dense_ms = [], [], [], [], [], []
         for _ in range(cfg.passes):
-            for q, qi, qv in zip(w.queries, q_ids, qvecs, strict=True):
+            for q, qi, qv, qt in zip(w.queries, q_ids, qvecs, qtexts, strict=True):
                 rec.embedder.inner = frozen
                 _, a = timed(lambda: rec.recall(q, cfg.k, now=NOW))
                 rec.embedder.inner = live
                 _, b = timed(lambda: rec.recall(q, cfg.k, now=NOW))
+                _, e = timed(lambda: live.encode([qt]))
+                encode_ms.append(e * 1e3)
                 _, c = timed(lambda: peer.lexical(qi))
                 _, d = timed(lambda: peer.dense(qv))
                 frozen_ms.append(a * 1e3)
@@ -516,7 +522,7 @@ def measure_size(n: int, cfg: RecallBenchConfig, live, cache) -> SizeResult:
         rec.embedder.inner = frozen  # briefing latency without the model call, like the main figure
         brief = measure_briefing(rec, pq, cfg.k)
         rss = measure_rss(n, w.vectors, cfg.seed) if cfg.rss else None
-        return SizeResult(n, w.encoded, build_s, peer_build_s, frozen_ms, live_ms, peer_ms, lex_ms, dense_ms,
+        return SizeResult(n, w.encoded, build_s, peer_build_s, frozen_ms, live_ms, encode_ms, peer_ms, lex_ms, dense_ms,
                           peer_path, stages, sum(stages.values()), rss, brief, stage_p50)
 
 
@@ -544,6 +550,14 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
             f"{percentile(r.live_ms, 50):.2f} | {percentile(r.live_ms, 95):.2f} | {p50:.2f} "
             f"(bm25s {percentile(r.peer_lex_ms, 50):.2f} + numpy {percentile(r.peer_dense_ms, 50):.2f}) | "
             f"{f50 / p50:.2f}x | {r.peer_path} |")
+    lines += ["", "Recall with the live query embedding against its floor: a bare `encode` of the same rewritten query text "
+              "(the text the pipeline embeds), timed right after each live recall. Target (issue 18): live recall p50 <= "
+              "bare encode p50 + 1.5 x peer p50.", "",
+              "| memories | live recall p50 ms | bare encode p50 ms | peer p50 ms | limit: encode + 1.5 x peer | met |",
+              "|---:|---:|---:|---:|---:|---|"]
+    for r in results:
+        l50, e50, p50 = percentile(r.live_ms, 50), percentile(r.encode_ms, 50), percentile(r.peer_ms, 50)
+        lines.append(f"| {r.n:,} | {l50:.2f} | {e50:.2f} | {p50:.2f} | {e50 + 1.5 * p50:.2f} | {'yes' if l50 <= e50 + 1.5 * p50 else 'no'} |")
     if results and results[0].rss is not None:
         lines += ["", "Peak RSS growth of building and querying the index, each in a fresh process: inputs loaded first, "
                   f"then the peak mark is reset and read again after one query ({results[0].rss['memofs']['method']}), "
@@ -589,6 +603,7 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
         Series("recall p50, no query embedding", "ms", sizes, [percentile(r.frozen_ms, 50) for r in results], figure="latency"),
         Series("recall p95, no query embedding", "ms", sizes, [percentile(r.frozen_ms, 95) for r in results], figure="latency"),
         Series("recall p50, with query embedding", "ms", sizes, [percentile(r.live_ms, 50) for r in results], figure="latency"),
+        Series("bare MiniLM encode of the query p50", "ms", sizes, [percentile(r.encode_ms, 50) for r in results], peer=True),
         Series("peer p50: bm25s + numpy top-k", "ms", sizes, [percentile(r.peer_ms, 50) for r in results], peer=True, figure="latency"),
         Series("index build", "s", sizes, [r.build_s for r in results]),
         Series("peer build (bm25s + matrix)", "s", sizes, [r.peer_build_s for r in results], peer=True),
@@ -612,6 +627,9 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
             (f"recall p95 at {big.n:,} memories, no query embedding", f"{percentile(big.frozen_ms, 95):.1f} ms",
              f"{percentile(big.peer_ms, 95):.1f} ms", f"{percentile(big.frozen_ms, 95) / percentile(big.peer_ms, 95):.2f}x"),
             (f"recall p50 at {big.n:,} memories, with query embedding", f"{l50:.1f} ms", f"{p50:.1f} ms", f"{l50 / p50:.2f}x"),
+            (f"recall p50 at {big.n:,} memories, with query embedding, over a bare encode", f"{l50:.1f} ms",
+             f"{percentile(big.encode_ms, 50):.1f} ms encode + {p50:.1f} ms peer",
+             f"{(l50 - percentile(big.encode_ms, 50)) / p50:.2f}x peer beyond the encode (target <= 1.5x)"),
         ]
         if big.briefing is not None:
             bb, rr = percentile(big.briefing["build"], 50), percentile(big.briefing["recall"], 50)

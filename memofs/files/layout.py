@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 STORE_DIR = ".memofs"
@@ -10,47 +11,48 @@ STORE_DIR = ".memofs"
 
 @dataclass(frozen=True)
 class Paths:
-    """Absolute paths of one store's files."""
+    """Absolute paths of one store's files, each joined once (``remember`` reads several per
+    call, and a pathlib join costs more than the append it locates)."""
 
     root: Path
 
-    @property
+    @cached_property
     def dir(self) -> Path:
         return self.root / STORE_DIR
 
-    @property
+    @cached_property
     def manifest(self) -> Path:
         return self.dir / "manifest.json"
 
-    @property
+    @cached_property
     def config(self) -> Path:
         return self.dir / "config.json"
 
-    @property
+    @cached_property
     def core(self) -> Path:
         return self.dir / "memory" / "core.md"
 
-    @property
+    @cached_property
     def memories(self) -> Path:
         return self.dir / "memory" / "memories.jsonl"
 
-    @property
+    @cached_property
     def events(self) -> Path:
         return self.dir / "events" / "memory-events.jsonl"
 
-    @property
+    @cached_property
     def graph(self) -> Path:
         return self.dir / "graph"
 
-    @property
+    @cached_property
     def embeddings(self) -> Path:
         return self.dir / "indexes" / "embeddings.jsonl"
 
-    @property
+    @cached_property
     def tmp(self) -> Path:
         return self.dir / "tmp"
 
-    @property
+    @cached_property
     def lock(self) -> Path:
         return self.dir / ".lock"
 
