@@ -142,18 +142,21 @@ class AppendCursor:
     the offset: the caller then rebuilds what it derived). The 64 bytes catch a rewrite
     that keeps the inode and grows the file (an editor saving in place) for one small read;
     an edit that leaves the last 64 bytes before the offset alone, in a file that then
-    grows, goes unseen (the same blind spot as the size + mtime checks it replaces)."""
+    grows, goes unseen (the same blind spot as the size + mtime checks it replaces).
+    ``lines`` counts the newline-terminated lines read so far (since the last whole read),
+    so a writer knows a file's line count without reading it again."""
 
     inode: int = -1
     offset: int = 0
     tail: bytes = b""
+    lines: int = 0
 
     def read(self, path: Path) -> tuple[bytes, bool]:
         """``(new complete lines, whole)``; a missing file reads as empty and whole."""
         try:
             fd, st = safe_json.open_regular(path)
         except FileNotFoundError:
-            self.inode, self.offset, self.tail = -1, 0, b""
+            self.inode, self.offset, self.tail, self.lines = -1, 0, b"", 0
             return b"", True
         with os.fdopen(fd, "rb") as fh:
             whole = st.st_ino != self.inode or st.st_size < self.offset
@@ -162,13 +165,14 @@ class AppendCursor:
                 fh.seek(start)
                 whole = fh.read(self.offset - start) != self.tail
             if whole:
-                self.offset, self.tail = 0, b""
+                self.offset, self.tail, self.lines = 0, b"", 0
             fh.seek(self.offset)
             data = fh.read(st.st_size - self.offset)
         data = data[:data.rfind(b"\n") + 1]  # a torn last line is read again, whole, next time
         self.inode = st.st_ino
         self.offset += len(data)
         self.tail = (self.tail + data)[-_TAIL_BYTES:]
+        self.lines += data.count(b"\n")
         return data, whole
 
 

@@ -13,23 +13,29 @@ Columns (``n`` memories in load order: a repeated id's later line wins, at its p
 * ``confidence``: float64, NaN = None;
 * ``namespace``: int32 index into the metadata's ``namespaces`` list;
 * ``rest``/``rest_ends``: compact JSON of tags, anchors, supersedes and extra fields, the
-  empty string when all are empty (most memories), so only those rows are JSON-decoded.
+  empty string when all are empty (most memories), so only those rows are JSON-decoded;
+* ``sha``: each text's :func:`~memofs.files.records.text_sha256` (:data:`~memofs.files.sidecar.SHA_DTYPE`),
+  computed when the sidecar is written and covered by its digest, so a start checks the
+  stored vectors against the texts with one array comparison instead of hashing every text.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from itertools import repeat
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS, Anchor, Memory
-from memofs.files.sidecar import PrefixStamp, Sidecar, join_strings, split_strings
+from memofs.files.sidecar import SHA_DTYPE, PrefixStamp, Sidecar, join_strings, sha256_column, split_strings
 
-FORMAT = 1
+FORMAT = 2
 NONE_US = np.iinfo(np.int64).min
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
@@ -58,9 +64,13 @@ def _rest(m: Memory) -> str:
     return json.dumps(rest, ensure_ascii=False, separators=(",", ":")) if rest else ""
 
 
-def encode(memories: list[Memory]) -> tuple[dict[str, np.ndarray], list[str]]:
-    """``(columns, namespaces)`` of ``memories`` (see the module doc)."""
+def encode(memories: list[Memory], sha: NDArray[np.bytes_] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+    """``(columns, namespaces)`` of ``memories`` (see the module doc); ``sha``: their text
+    hashes when known (a load's), else each text is hashed."""
     n = len(memories)
+    sha = sha256_column(m.text for m in memories) if sha is None else np.asarray(sha, dtype=SHA_DTYPE)
+    if sha.shape != (n,):
+        raise ValueError(f"{n} memories but {sha.shape} text hashes")
     namespaces: dict[str, int] = {}
     created = np.full(n, NONE_US, dtype=np.int64)
     offset = np.zeros(n, dtype=np.int32)
@@ -74,6 +84,7 @@ def encode(memories: list[Memory]) -> tuple[dict[str, np.ndarray], list[str]]:
         "created_off": offset,
         "confidence": np.fromiter((np.nan if m.confidence is None else m.confidence for m in memories), dtype=np.float64, count=n),
         "namespace": np.fromiter((namespaces.setdefault(m.namespace, len(namespaces)) for m in memories), dtype=np.int32, count=n),
+        "sha": sha,
     }
     for name, strings in (("ids", [m.id for m in memories]), ("texts", [m.text for m in memories]),
                           ("rest", [_rest(m) for m in memories])):
@@ -82,7 +93,12 @@ def encode(memories: list[Memory]) -> tuple[dict[str, np.ndarray], list[str]]:
 
 
 def decode(cols: dict[str, np.ndarray], namespaces: list[str]) -> list[Memory]:
-    """The memories of :func:`encode`'s columns; ValueError (or KeyError, IndexError) when they are inconsistent."""
+    """The memories of :func:`encode`'s columns; ValueError (or KeyError, IndexError) when they are inconsistent.
+
+    A start builds every record here, so each column becomes its Python values in one
+    numpy or ``map`` call and the per-row loop only fills the records; the rare rows that
+    need more (a zone other than UTC, no timestamp, tags and the other ``rest`` fields) are
+    finished afterwards, found with numpy."""
     ids, texts, rests = (split_strings(cols[c], cols[f"{c}_ends"]) for c in ("ids", "texts", "rest"))
     n = len(ids)
     kind_codes, created, offsets = cols["kind"], cols["created_us"], cols["created_off"]
@@ -91,36 +107,48 @@ def decode(cols: dict[str, np.ndarray], namespaces: list[str]) -> list[Memory]:
         raise ValueError("columns of different lengths")
     if n and (int(kind_codes.max()) >= len(MEMORY_KINDS) or int(ns.min()) < 0 or int(ns.max()) >= len(namespaces)):
         raise ValueError("a code out of range")
-    kinds = [MEMORY_KINDS[k] for k in kind_codes.tolist()]
-    nss = [namespaces[k] for k in ns.tolist()]
-    zones: dict[int, timezone] = {0: timezone.utc}
-    stamps: list[datetime | None] = []
-    for us, off in zip(created.tolist(), offsets.tolist()):
-        when = None
-        if us != NONE_US:
-            when = _EPOCH + timedelta(microseconds=us)
-            if off:
-                tz = zones.get(off) or zones.setdefault(off, timezone(timedelta(seconds=off)))
-                when = when.astimezone(tz)
-        stamps.append(when)
+    kinds = np.array(MEMORY_KINDS, dtype=object)[kind_codes].tolist()
+    nss = np.array(namespaces, dtype=object)[ns].tolist()
+    confs = conf.astype(object)
+    confs[np.isnan(conf)] = None
+    confs = confs.tolist()
+    missing = created == NONE_US
+    # _EPOCH + timedelta(microseconds=us) for every row (exact integer arithmetic), the
+    # rows without a timestamp counted from 0 here and set to None below
+    stamps = list(map(_EPOCH.__add__, map(timedelta, repeat(0), repeat(0), np.where(missing, 0, created).tolist())))
+    zones: dict[int, timezone] = {}
+    for i in np.flatnonzero(missing | (offsets != 0)).tolist():
+        off = int(offsets[i])
+        if missing[i]:
+            stamps[i] = None
+        else:
+            tz = zones.get(off) or zones.setdefault(off, timezone(timedelta(seconds=off)))
+            stamps[i] = stamps[i].astimezone(tz)
     # the frozen dataclass's __init__ sets each field through object.__setattr__ (~5 us a
     # row, half a second at 100k); filling __dict__ gives the same instance (the fields were
     # validated when the sidecar was written; a test compares every field with the parse)
     new = object.__new__
     out = []
-    for id_, text, kind, when, c, ns_, rest_text in zip(ids, texts, kinds, stamps, conf.tolist(), nss, rests):
+    append = out.append
+    for id_, text, kind, when, c, ns_ in zip(ids, texts, kinds, stamps, confs, nss):
         m = new(Memory)
-        if rest_text:
-            rest = json.loads(rest_text)
-            m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=None if c != c else c,
-                              namespace=ns_, tags=tuple(rest.get("tags", ())),
-                              anchors=tuple(Anchor(a, h) for a, h in rest.get("anchors", ())),
-                              supersedes=tuple(rest.get("supersedes", ())), metadata=dict(rest.get("metadata", {})))
-        else:
-            m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=None if c != c else c,
-                              namespace=ns_, tags=(), anchors=(), supersedes=(), metadata={})
-        out.append(m)
+        m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=c, namespace=ns_,
+                          tags=(), anchors=(), supersedes=(), metadata={})
+        append(m)
+    for i in np.flatnonzero(np.diff(cols["rest_ends"], prepend=0)).tolist():
+        rest = json.loads(rests[i])
+        out[i].__dict__.update(tags=tuple(rest.get("tags", ())),
+                               anchors=tuple(Anchor(a, h) for a, h in rest.get("anchors", ())),
+                               supersedes=tuple(rest.get("supersedes", ())), metadata=dict(rest.get("metadata", {})))
     return out
+
+
+class Cached(NamedTuple):
+    """What a valid sidecar holds: the memories, the prefix they cover and their text hashes."""
+
+    memories: list[Memory]
+    stamp: PrefixStamp
+    sha: NDArray[np.bytes_]
 
 
 class MemoriesSidecar:
@@ -129,20 +157,26 @@ class MemoriesSidecar:
     def __init__(self, jsonl: Path, directory: Path) -> None:
         self.files = Sidecar(jsonl, directory, "memories", FORMAT, digest_prefix=True)
 
-    def read(self) -> tuple[list[Memory], PrefixStamp] | None:
-        """The memories the sidecar holds and the prefix they cover; None when it cannot be trusted."""
+    def read(self) -> Cached | None:
+        """The memories the sidecar holds, the prefix they cover and their text hashes (a
+        copy: no map of the files outlives the read); None when it cannot be trusted."""
         got = self.files.read() if supported() else None
         if got is None:
             return None
         meta, cols, stamp = got
         try:
-            return decode(cols, list(meta["namespaces"])), stamp
+            memories = decode(cols, list(meta["namespaces"]))
+            sha = np.array(cols["sha"])
+            if sha.dtype != np.dtype(SHA_DTYPE) or sha.shape != (len(memories),):
+                return None
+            return Cached(memories, stamp, sha)
         except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
             return None
 
-    def write(self, memories: list[Memory], stamp: PrefixStamp) -> bool:
-        """Write a new generation (caller holds the store's write lock); False when the file moved on."""
+    def write(self, memories: list[Memory], stamp: PrefixStamp, sha: Sequence[bytes] | NDArray[np.bytes_] | None = None) -> bool:
+        """Write a new generation (caller holds the store's write lock); False when the file
+        moved on. ``sha``: the memories' text hashes when known."""
         if not supported():
             return False
-        cols, namespaces = encode(memories)
+        cols, namespaces = encode(memories, None if sha is None else np.asarray(sha, dtype=SHA_DTYPE))
         return self.files.write(stamp, cols, {"namespaces": namespaces})

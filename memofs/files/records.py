@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -38,6 +39,11 @@ class Memory:
     anchors: tuple[Anchor, ...] = ()
     supersedes: tuple[str, ...] = ()
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def text_sha256(text: str) -> str:
+    """The hex SHA-256 of a text's UTF-8: a stored vector names the text it was computed from."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 GRAPH_STATUSES: tuple[str, ...] = ("active", "deprecated", "retired", "conflicted", "deleted")

@@ -35,6 +35,7 @@ import json
 import os
 import secrets as _random
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,11 @@ import numpy as np
 
 from memofs.files import safe_json
 from memofs.files.atomic import atomic_write_text, fsync_dir
+from memofs.files.records import text_sha256
 
 TAIL_BYTES = 64
+SHA_DTYPE = "S64"
+"""A column of :func:`~memofs.files.records.text_sha256` hashes: 64 ASCII hex bytes a row."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,13 @@ def split_strings(blob: np.ndarray, ends: np.ndarray) -> list[str]:
         raise ValueError("string ends do not match the joined text")
     e = ends.tolist()
     return [text[a:z] for a, z in zip([0] + e[:-1], e)]
+
+
+def sha256_column(texts: Iterable[str]) -> np.ndarray:
+    """The :func:`~memofs.files.records.text_sha256` of each text as one :data:`SHA_DTYPE`
+    array: the memories and vector sidecars keep their hashes so, and a start compares
+    them with numpy instead of hashing every text."""
+    return np.array([text_sha256(t) for t in texts], dtype=SHA_DTYPE).reshape(-1)
 
 
 def prefix_digest(path: Path, offset: int) -> str | None:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import repeat
+from operator import attrgetter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -132,27 +134,43 @@ class Recaller:
             self._lexical[key] = idx
         return idx
 
-    def add(self, memories: Iterable[Memory], vectors: NDArray[np.float32] | None = None) -> None:
+    def add(self, memories: Iterable[Memory], vectors: NDArray[np.float32] | None = None, *,
+            index: VectorIndex | None = None) -> None:
         """Add or replace memories. ``vectors`` (one row per memory) skips embedding;
         otherwise the embedder encodes the texts, and a failure leaves them without
-        vectors (lexical-only for those memories) rather than raising."""
+        vectors (lexical-only for those memories) rather than raising. ``index``: instead of
+        ``vectors``, an index holding exactly these memories' vectors (a rehydration's): a
+        Recaller without vectors takes it as its own, so a loaded matrix is never copied
+        (its rows follow the memories' order, :meth:`VectorIndex.in_order`); otherwise its
+        rows are upserted like ``vectors``."""
+        if index is not None and vectors is not None:
+            raise ValueError("give vectors or an index, not both")
         mems = list(memories)
-        for m in mems:
-            if not isinstance(m.text, str) or not m.id:
-                raise ValueError(f"memory {m.id!r}: needs a non-empty id and str text")
-            self._memories[m.id] = m
-        pairs = [(m.id, m.text) for m in mems]
-        for idx in self._lexical.values():
-            idx.add_many(pairs)
-        if self._rerank_index is not None:
-            self._rerank_index.add_many(pairs)
+        # column-wise (map, not a loop per memory): a start adds every memory at once
+        ids, texts = list(map(attrgetter("id"), mems)), list(map(attrgetter("text"), mems))
+        if not (all(ids) and all(map(isinstance, texts, repeat(str)))):
+            bad = next(m for m in mems if not isinstance(m.text, str) or not m.id)
+            raise ValueError(f"memory {bad.id!r}: needs a non-empty id and str text")
+        self._memories.update(zip(ids, mems))
+        if self._lexical or self._rerank_index is not None:  # built on first use otherwise
+            pairs = list(zip(ids, texts))
+            for idx in self._lexical.values():
+                idx.add_many(pairs)
+            if self._rerank_index is not None:
+                self._rerank_index.add_many(pairs)
+        if index is not None and mems:
+            if self._vectors is None and len(index) == len(self._memories) == len(mems):
+                self._vectors = index.in_order(ids)
+                self._invalidate()
+                return
+            vectors = index.vectors_of(ids)
         if vectors is None and mems and self.embedder.available:
-            vectors = self.embedder.encode([m.text for m in mems])
+            vectors = self.embedder.encode(texts)
         if vectors is not None and len(mems):
             vectors = np.asarray(vectors, dtype=np.float32)
             if self._vectors is None:
                 self._vectors = VectorIndex(vectors.shape[1])
-            self._vectors.upsert([m.id for m in mems], vectors)
+            self._vectors.upsert(ids, vectors)
         self._invalidate()
 
     def remove(self, ids: Iterable[str]) -> None:

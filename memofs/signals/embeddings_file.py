@@ -23,12 +23,11 @@ file, removed by the next compaction): nothing acknowledged is lost.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,11 @@ from numpy.typing import NDArray
 
 from memofs.files import safe_json
 from memofs.files.jsonl import append_lines, repair_tail
+from memofs.files.records import text_sha256  # noqa: F401 (the records' field; callers import it from here)
+from memofs.files.sidecar import SHA_DTYPE, sha256_column
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.vector_index import DEFAULT_NAMESPACE, VectorIndex
-from memofs.signals.vector_sidecar import SidecarState, VectorSidecar
+from memofs.signals.vector_sidecar import SidecarState, StoredState, VectorSidecar
 
 log = logging.getLogger("memofs.embeddings_file")
 
@@ -59,10 +60,6 @@ def _before_replace() -> None:
 
 class EmbeddingsFileError(ValueError):
     """A malformed line that is not the last one (not explainable by a crash mid-write)."""
-
-
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -335,22 +332,49 @@ class EmbeddingsFile:
             log.warning("could not write the vector sidecar (%s); the next start parses %s", exc, self.path)
 
     # -- sync ------------------------------------------------------------------------
-    def _sync_from_sidecar(self, index: VectorIndex, texts_by_id: Mapping[str, str], embedder: Embedder) -> bool:
+    def _sync_from_sidecar(self, index: VectorIndex, ids: list[str], hashes: Callable[[], NDArray[np.bytes_]],
+                           embedder: Embedder) -> bool:
         """The usual start, without a record per line (caller holds the lock): when the
-        sidecar covers the whole file, holds exactly ``texts_by_id``'s ids in their order,
-        every text hash matches and nothing was skipped or superseded, :meth:`sync` would
-        embed, drop and rewrite nothing, so the index takes the memory-mapped rows as they
-        are. False (nothing done) otherwise: the general path runs."""
-        state = self.sidecar.read(embedder.name, embedder.dim)
-        if (state is None or state.skipped or state.lines != len(state.ids) or len(state.ids) != len(texts_by_id)
-                or not self.path.exists() or self.path.stat().st_size != state.offset or state.ids != list(texts_by_id)
-                or any(h != text_sha256(t) for h, t in zip(state.text_sha256, texts_by_id.values()))):
+        sidecar covers the whole file, holds exactly ``ids`` in their order, every text hash
+        matches (``hashes()``: the texts' :data:`~memofs.files.sidecar.SHA_DTYPE` column,
+        asked for only then) and nothing was skipped or superseded, :meth:`sync` would embed,
+        drop and rewrite nothing, so the index takes the sidecar's rows: an empty one its
+        normalised memory-mapped matrix as it is (no copy). False (nothing done) otherwise:
+        the general path runs. A sidecar whose rows turn out damaged is dropped first, so
+        the general path parses the file and writes a new one."""
+        state = self.sidecar.read(embedder.name, embedder.dim, decode=False)
+        if (state is None or state.skipped or state.lines != len(state.ids) or len(state.ids) != len(ids)
+                or not self.path.exists() or self.path.stat().st_size != state.offset or state.ids != ids):
             return False
-        index.remove([i for i in index.ids if i not in texts_by_id])
-        if state.ids:
-            index.upsert(state.ids, state.vectors, state.namespaces)
+        try:
+            if not _same_hashes(state, hashes()):
+                return False
+            if not len(index):
+                index.load_unit_rows(state.ids, state.unit, state.namespace_codes, state.namespace_table)
+            else:
+                wanted = set(ids)
+                index.remove([i for i in index.ids if i not in wanted])
+                if state.ids:
+                    index.upsert(state.ids, state.vectors, state.namespaces)
+        except (ValueError, UnicodeDecodeError) as exc:  # rows or strings the digests do not cover
+            log.warning("dropping a damaged vector sidecar (%s); %s is parsed again", exc, self.path)
+            self.sidecar.meta.unlink(missing_ok=True)
+            return False
         self.last_load = LoadInfo(from_sidecar=True, parsed=0, offset=state.offset, lineno=state.lineno)
         return True
+
+    def reuse(self, index: VectorIndex, ids: Sequence[str], hashes: NDArray[np.bytes_], embedder: Embedder
+              ) -> SyncReport | None:
+        """:meth:`sync`'s usual start, for a caller that has the texts' hashes (``hashes``,
+        aligned with ``ids``; the memories sidecar keeps them) and would rather not build
+        its mappings: when the file's vectors are exactly ``ids``' with these hashes, the
+        index takes them (see :meth:`_sync_from_sidecar`) and the report says so; None,
+        nothing done, when :meth:`sync` must run."""
+        ids = list(ids)
+        with self.lock:
+            if not self._sync_from_sidecar(index, ids, lambda: hashes, embedder):
+                return None
+        return SyncReport(loaded=len(ids), embedded=0, removed=0, skipped=())
 
     def sync(
         self,
@@ -359,26 +383,40 @@ class EmbeddingsFile:
         embedder: Embedder,
         namespaces: Mapping[str, str] | None = None,
         metadata: Mapping[str, dict[str, Any]] | None = None,
+        *,
+        hashes: NDArray[np.bytes_] | None = None,
     ) -> SyncReport:
         """Make file and index hold exactly ``texts_by_id``: reuse stored vectors whose text
-        hash matches, embed only new or changed texts (one encode call), drop the rest."""
+        hash matches, embed only new or changed texts (one encode call), drop the rest.
+        ``hashes``: the texts' hashes in ``texts_by_id``'s order when the caller has them
+        (:meth:`reuse`'s); otherwise each text is hashed, once, when a comparison needs it."""
         namespaces = namespaces or {}
         metadata = metadata or {}
+        known: list[NDArray[np.bytes_]] = [] if hashes is None else [np.asarray(hashes, dtype=SHA_DTYPE)]
+        if known and known[0].shape != (len(texts_by_id),):
+            raise ValueError(f"{len(texts_by_id)} texts but hashes of shape {known[0].shape}")
+
+        def text_hashes() -> NDArray[np.bytes_]:
+            if not known:
+                known.append(sha256_column(texts_by_id.values()))
+            return known[0]
+
         with self.lock:
-            if self._sync_from_sidecar(index, texts_by_id, embedder):
+            if self._sync_from_sidecar(index, list(texts_by_id), text_hashes, embedder):
                 assert self.last_load is not None
                 return SyncReport(loaded=len(texts_by_id), embedded=0, removed=0, skipped=())
             by_id, skipped, lines = self._load(embedder.name, embedder.dim, use_sidecar=True)
             info = self.last_load
             stored = list(by_id.values())
-            todo = [i for i, t in texts_by_id.items() if i not in by_id or by_id[i].text_sha256 != text_sha256(t)]
+            want = dict(zip(texts_by_id, (h.decode("ascii") for h in text_hashes().tolist())))
+            todo = [i for i in texts_by_id if i not in by_id or by_id[i].text_sha256 != want[i]]
             fresh: list[EmbeddingRecord] = []
             if todo:
                 vectors = embedder.encode([texts_by_id[i] for i in todo])
                 for i, vec in zip(todo, vectors, strict=True):
                     fresh.append(EmbeddingRecord(
                         id=i, vector=np.asarray(vec, dtype=np.float32), embedder=embedder.name,
-                        text_sha256=text_sha256(texts_by_id[i]),
+                        text_sha256=want[i],
                         namespace=namespaces.get(i, DEFAULT_NAMESPACE), metadata=dict(metadata.get(i, {})),
                     ))
             keep = {i: by_id[i] for i in texts_by_id if i in by_id}
@@ -407,3 +445,12 @@ class EmbeddingsFile:
             ids = list(keep)
             index.upsert(ids, np.vstack([keep[i].vector for i in ids]), [keep[i].namespace for i in ids])
         return SyncReport(loaded=len(stored), embedded=len(fresh), removed=removed, skipped=tuple(skipped))
+
+
+def _same_hashes(state: StoredState, hashes: NDArray[np.bytes_]) -> bool:
+    """The sidecar's text hashes equal ``hashes`` (one array comparison when every stored
+    hash is 64 characters, as this module writes them)."""
+    column = state.sha_column()
+    if column is not None:
+        return column.shape == hashes.shape and bool((column == hashes).all())
+    return state.text_sha256 == [h.decode("ascii") for h in hashes.tolist()]

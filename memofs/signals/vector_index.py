@@ -6,6 +6,15 @@ All rows live in one contiguous ``(capacity, dim)`` float32 matrix, so a query i
 matrix-vector product; top-k uses ``argpartition`` and then sorts only the candidates,
 ties broken by id ascending. Capacity doubles when full (amortised O(1) append); removed
 rows are marked dead and compacted away before the next query.
+
+A start takes its rows from the vector sidecar with :meth:`VectorIndex.load_unit_rows`:
+the memory-mapped, already normalised matrix becomes the index's matrix as it is (no copy,
+no per-id Python work) and is copied only when a write first needs room or a writable row
+(copy-on-grow). The map stays valid when the sidecar is replaced: a new generation is
+written under new file names and the old files are unlinked, never truncated or rewritten,
+and an unlinked file stays mapped on POSIX systems (its disk space is freed with the last
+map). The map is read-only, so nothing here can write into the sidecar; a ``.npy`` cut short
+by hand under a running process would fault on its next read, as any mapped file would.
 """
 
 from __future__ import annotations
@@ -47,10 +56,26 @@ def _normalise(rows: NDArray[np.float32]) -> None:
         block /= norms
 
 
-def _unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+def unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
+    """A normalised copy of ``vectors``: the rows an upsert of them stores, bit for bit
+    (the vector sidecar keeps them, so a start adopts them without normalising again)."""
     x = _checked_rows(vectors, dim).copy()
     _normalise(x)
     return x
+
+
+UNIT_TOLERANCE = 1e-4
+"""How far from 1 a stored unit row's norm may be (float32 rounding is ~1e-7): a flipped
+exponent bit in a sidecar's matrix, which has no digest, is refused rather than ranked."""
+
+
+def _plausible_unit_rows(rows: NDArray[np.float32]) -> bool:
+    """Every row of unit length (or zero, as a zero vector stays), hence finite too."""
+    for a in range(0, rows.shape[0], CHUNK_ROWS):
+        norms = np.linalg.norm(rows[a:a + CHUNK_ROWS], axis=1)
+        if not ((np.abs(norms - 1.0) <= UNIT_TOLERANCE) | (norms == 0)).all():  # NaN fails both
+            return False
+    return True
 
 
 class VectorIndex:
@@ -86,15 +111,65 @@ class VectorIndex:
         """The stored (unit) rows of ``ids``, stacked, read-only; KeyError for an absent id.
         When ``ids`` are rows ``0 .. n-1`` in order (a freshly loaded index) this is a view,
         not a copy: a rehydration hands the rows on without holding them twice."""
-        rows = self.rows_of(ids)
-        if (rows < 0).any():
-            raise KeyError(ids[int(np.flatnonzero(rows < 0)[0])])
+        rows = self._present_rows(ids)
         if rows.size and rows[0] == 0 and rows[-1] == rows.size - 1 and (np.diff(rows) == 1).all():
             out = self._mat[:rows.size]
         else:
             out = self._mat[rows]
         out = out.view()
         out.flags.writeable = False
+        return out
+
+    def _present_rows(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        """:meth:`rows_of`, with a KeyError for the first absent id."""
+        rows = self.rows_of(ids)
+        if (rows < 0).any():
+            raise KeyError(ids[int(np.flatnonzero(rows < 0)[0])])
+        return rows
+
+    def load_unit_rows(self, ids: list[str], rows: NDArray[np.float32], ns_codes: NDArray[np.integer],
+                       ns_names: Sequence[str]) -> None:
+        """Fill an empty index with rows that are already unit length (a sidecar's, made by
+        :func:`unit_rows`), taken as they are: a read-only memory map stays one, copied on
+        the first write (see the module doc). Row ``r`` is ``ids[r]`` in namespace
+        ``ns_names[ns_codes[r]]``; the index owns ``rows`` from now on. ValueError, nothing
+        stored, when the index holds rows, the shapes, codes or ids do not fit (distinct
+        non-empty strings), or a row is not of unit length."""
+        if self._row:
+            raise ValueError("load_unit_rows needs an empty index")
+        n = len(ids)
+        row = dict(zip(ids, range(n)))
+        codes = np.asarray(ns_codes)
+        if rows.dtype != np.float32 or rows.shape != (n, self.dim) or codes.shape != (n,):
+            raise ValueError(f"{n} ids but rows of shape {rows.shape} and {codes.shape} namespace codes")
+        if len(row) != n or "" in row:
+            raise ValueError("ids must be distinct non-empty strings")
+        if n and (int(codes.min()) < 0 or int(codes.max()) >= len(ns_names)):
+            raise ValueError("a namespace code out of range")
+        if not _plausible_unit_rows(rows):
+            raise ValueError("rows are not of unit length (or not finite)")
+        if not n:
+            return
+        known: dict[str, int] = {}
+        remap = np.fromiter((known.setdefault(ns, len(known)) for ns in ns_names), dtype=np.int32, count=len(ns_names))
+        self._mat = rows
+        self._ns = remap[codes]
+        self._ns_codes = known
+        self._ids = list(ids)
+        self._row = row
+        self._dead = 0
+
+    def in_order(self, ids: Sequence[str]) -> VectorIndex:
+        """This index when its rows are exactly ``ids`` in that order (a loaded one), else a
+        new index holding their rows in that order, copied as they are (already unit, never
+        normalised twice); KeyError for an absent id."""
+        ids = list(ids)
+        if not self._dead and self._ids == ids:
+            return self
+        rows = self._present_rows(ids)
+        out = VectorIndex(self.dim)
+        names = sorted(self._ns_codes, key=self._ns_codes.__getitem__)
+        out.load_unit_rows(ids, self._mat[rows], self._ns[rows], names)  # gathers: copies
         return out
 
     def namespace_of(self, id: str) -> str:
@@ -105,9 +180,14 @@ class VectorIndex:
         return self._ns_codes.setdefault(namespace, len(self._ns_codes))
 
     def _grow(self, need: int) -> None:
+        """Room for ``need`` rows in a matrix this index may write: capacity doubles when
+        full, and a loaded (read-only) matrix is copied here, on the first write."""
         cap = self._mat.shape[0]
-        if need <= cap:
+        if need <= cap and self._mat.flags.writeable:
             return
+        cap = max(cap, 1)
+        if not self._ids:
+            cap = max(cap, need)  # a first bulk load gets exactly its rows: no doubled slack (index RSS, issue 18)
         while cap < need:
             cap *= 2
         mat = np.zeros((cap, self.dim), dtype=np.float32)
@@ -128,6 +208,8 @@ class VectorIndex:
             nss = list(namespaces)
             if len(nss) != len(ids):
                 raise ValueError(f"{len(ids)} ids but {len(nss)} namespaces")
+        if not ids:
+            return
         new = sum(1 for i in dict.fromkeys(ids) if i not in self._row)
         self._grow(len(self._ids) + new)
         if new == len(ids) and all(isinstance(i, str) and i for i in ids):  # all new, distinct: one block
@@ -138,7 +220,7 @@ class VectorIndex:
             _normalise(self._mat[start:start + new])
             self._ns[start:start + new] = np.fromiter((self._code(ns) for ns in nss), dtype=np.int32, count=new)
             return
-        rows = _unit_rows(rows, self.dim)
+        rows = unit_rows(rows, self.dim)
         for id_, row, ns in zip(ids, rows, nss, strict=True):
             if not isinstance(id_, str) or not id_:
                 raise ValueError(f"ids must be non-empty strings, got {id_!r}")
@@ -177,6 +259,7 @@ class VectorIndex:
         alive = np.fromiter((i is not None for i in self._ids), dtype=bool, count=len(self._ids))
         keep = np.flatnonzero(alive)
         n = len(keep)
+        self._grow(len(self._ids))  # a loaded matrix is copied before it is written
         self._mat[:n] = self._mat[keep]
         self._ns[:n] = self._ns[keep]
         self._ids = [self._ids[r] for r in keep]

@@ -7,24 +7,33 @@ stamp) and the columns ``embeddings.<generation>.<column>.npy``.
 
 Validity, damage checks and crash-safe writing are :mod:`memofs.files.sidecar`'s (the
 same prefix stamp as the memories sidecar). Columns: ``vectors`` (float32, one row per id,
-in load order, memory-mapped; checked for dtype and shape only, since hashing hundreds of
-MB would cost what the sidecar saves), ``ids``/``sha``/``metadata`` strings joined with
-their ends (:func:`memofs.files.sidecar.join_strings`) and ``namespace`` codes;
-the skipped lines and counts go in the JSON metadata.
+in load order, memory-mapped: the vectors as stored, which a compaction writes back) and
+``unit`` (the same rows normalised by :func:`memofs.signals.vector_index.unit_rows`, the
+rows an index holds, so a start adopts the map as its matrix without normalising or
+copying it), both checked for dtype and shape only, since hashing hundreds of MB would cost
+what the sidecar saves (the index checks that every ``unit`` row has unit length);
+``ids``/``sha``/``metadata`` strings joined with their ends
+(:func:`memofs.files.sidecar.join_strings`) and ``namespace`` codes; the skipped lines and
+counts go in the JSON metadata.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from memofs.files.sidecar import PrefixStamp, Sidecar, join_strings, split_strings
+from memofs.files.sidecar import SHA_DTYPE, PrefixStamp, Sidecar, join_strings, split_strings
+from memofs.signals.vector_index import unit_rows
 
-FORMAT = 2
+FORMAT = 3
+SHA_WIDTH = np.dtype(SHA_DTYPE).itemsize
+_UNCHECKED = ("vectors", "unit")
 
 
 @dataclass
@@ -42,38 +51,79 @@ class SidecarState:
     lineno: int
 
 
+class StoredState:
+    """A sidecar as read: :class:`SidecarState`'s fields (the per-row string columns are
+    decoded on first use: a start that adopts the rows never needs them), plus the
+    normalised rows ``unit``, the namespace codes and the text hashes as one array."""
+
+    def __init__(self, cols: dict[str, np.ndarray], meta: dict[str, Any], stamp: PrefixStamp, dim: int) -> None:
+        self.ids = split_strings(cols["ids"], cols["ids_ends"])
+        n = len(self.ids)
+        self.vectors = np.asarray(cols["vectors"])  # a plain view of the map: row access without memmap overhead
+        self.unit = np.asarray(cols["unit"])
+        self.namespace_codes = np.asarray(cols["namespace"])
+        self.namespace_table = [str(t) for t in meta["namespaces"]]
+        self.skipped: list[dict[str, Any]] = list(meta["skipped"])
+        self.lines, self.offset, self.lineno = int(meta["lines"]), stamp.offset, stamp.lineno
+        self._cols = cols
+        if (self.vectors.dtype != np.float32 or self.vectors.shape != (n, dim) or self.unit.dtype != np.float32
+                or self.unit.shape != (n, dim) or self.namespace_codes.shape != (n,)
+                or len(cols["sha_ends"]) != n or len(cols["metadata_ends"]) != n):
+            raise ValueError("columns of different lengths")
+        if n and (int(self.namespace_codes.min()) < 0 or int(self.namespace_codes.max()) >= len(self.namespace_table)):
+            raise ValueError("a namespace code out of range")
+
+    def sha_column(self) -> NDArray[np.bytes_] | None:
+        """The text hashes as fixed-width ASCII (``S64``), compared with numpy, without a
+        string per row; None when one is not 64 characters (then :attr:`text_sha256`)."""
+        blob, ends = self._cols["sha"], self._cols["sha_ends"]
+        n = len(ends)
+        if blob.shape != (n * SHA_WIDTH,) or not np.array_equal(ends, np.arange(1, n + 1, dtype=np.int64) * SHA_WIDTH):
+            return None
+        return np.ascontiguousarray(blob).view(SHA_DTYPE)
+
+    @cached_property
+    def text_sha256(self) -> list[str]:
+        return split_strings(self._cols["sha"], self._cols["sha_ends"])
+
+    @cached_property
+    def namespaces(self) -> list[str]:
+        table = self.namespace_table
+        return [table[c] for c in self.namespace_codes.tolist()]
+
+    @cached_property
+    def metadata(self) -> list[dict[str, Any]]:
+        # metadata repeats (e.g. one per kind): each distinct JSON decoded once, copied per row
+        rows = split_strings(self._cols["metadata"], self._cols["metadata_ends"])
+        distinct = {t: json.loads(t) for t in set(rows)}
+        if not all(isinstance(d, dict) for d in distinct.values()):
+            raise ValueError("a metadata row is not an object")
+        return [dict(distinct[t]) for t in rows]
+
+
 class VectorSidecar:
     def __init__(self, jsonl: Path) -> None:
         self.jsonl = Path(jsonl)
         self.files = Sidecar(self.jsonl, self.jsonl.parent, self.jsonl.stem, FORMAT)
         self.meta = self.files.meta_path
 
-    def read(self, embedder: str, dim: int) -> SidecarState | None:
+    def read(self, embedder: str, dim: int, *, decode: bool = True) -> StoredState | None:
         """The state if the sidecar is valid for this embedder and covers a prefix of the
-        JSONL as it is now; None otherwise (missing, damaged, stale, another embedder)."""
-        got = self.files.read(unchecked=("vectors",))
+        JSONL as it is now; None otherwise (missing, damaged, stale, another embedder).
+        ``decode=False`` leaves the per-row strings (hashes, namespaces, metadata) to first
+        use, where a damaged one raises ValueError."""
+        got = self.files.read(unchecked=_UNCHECKED)
         if got is None:
             return None
         meta, cols, stamp = got
         try:
             if (meta["embedder"], meta["dim"]) != (embedder, dim):
                 return None
-            ids = split_strings(cols["ids"], cols["ids_ends"])
-            sha = split_strings(cols["sha"], cols["sha_ends"])
-            # metadata repeats (e.g. one per kind): each distinct JSON decoded once, copied per row
-            distinct: dict[str, dict[str, Any]] = {}
-            rows = split_strings(cols["metadata"], cols["metadata_ends"])
-            for t in set(rows):
-                distinct[t] = json.loads(t)
-            metadata = [dict(distinct[t]) for t in rows]
-            table = list(meta["namespaces"])
-            namespaces = [table[c] for c in cols["namespace"].tolist()]
-            vectors = np.asarray(cols["vectors"])  # a plain view of the map: row access without memmap overhead
-            if vectors.dtype != np.float32 or vectors.shape != (len(ids), dim) or not (
-                    len(sha) == len(metadata) == len(namespaces) == len(ids)):
+            state = StoredState(cols, meta, stamp, dim)
+            n = len(state.ids)
+            if decode and not len(state.text_sha256) == len(state.metadata) == len(state.namespaces) == n:
                 return None
-            return SidecarState(ids, vectors, sha, namespaces, metadata, list(meta["skipped"]),
-                                int(meta["lines"]), stamp.offset, stamp.lineno)
+            return state
         except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):  # a damaged sidecar is only a cache
             return None
 
@@ -83,7 +133,8 @@ class VectorSidecar:
         if stamp is None:
             return
         codes: dict[str, int] = {}
-        cols = {"vectors": np.ascontiguousarray(state.vectors, dtype=np.float32).reshape(len(state.ids), dim),
+        vectors = np.ascontiguousarray(state.vectors, dtype=np.float32).reshape(len(state.ids), dim)
+        cols = {"vectors": vectors, "unit": unit_rows(vectors, dim),
                 "namespace": np.fromiter((codes.setdefault(n, len(codes)) for n in state.namespaces), dtype=np.int32,
                                          count=len(state.namespaces))}
         for name, strings in (("ids", state.ids), ("sha", state.text_sha256),
@@ -91,4 +142,4 @@ class VectorSidecar:
                                             for m in state.metadata])):
             cols[name], cols[f"{name}_ends"] = join_strings(strings)
         self.files.write(stamp, cols, {"embedder": embedder, "dim": dim, "lines": state.lines,
-                                       "namespaces": list(codes), "skipped": state.skipped}, unchecked=("vectors",))
+                                       "namespaces": list(codes), "skipped": state.skipped}, unchecked=_UNCHECKED)

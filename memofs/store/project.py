@@ -57,14 +57,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from filelock import FileLock
+from numpy.typing import NDArray
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
 from memofs.files.jsonl import AppendCursor, append_line, derived_appends, fsync_file, repair_tail, tail_lines
 from memofs.files.layout import STORE_DIR, Paths
-from memofs.files.memories_sidecar import MemoriesSidecar
-from memofs.files.sidecar import PrefixStamp
+from memofs.files.memories_sidecar import Cached, MemoriesSidecar
+from memofs.files.sidecar import PrefixStamp, sha256_column
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.ranking.config import RecallConfig
@@ -230,12 +232,26 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
     )
 
 
+def _load_hashes(cached: Cached, parsed: dict[str, Memory], moved: bool) -> NDArray[np.bytes_]:
+    """The text hashes of a load's memories, aligned with them: the sidecar's (less the
+    rows whose id a parsed line repeats: those move to the end), then the parsed memories'
+    (hashed here: only the lines written since the sidecar)."""
+    head = cached.sha
+    if moved:
+        head = head[[m.id not in parsed for m in cached.memories]]
+    return np.concatenate([head, sha256_column(m.text for m in parsed.values())]) if parsed else head
+
+
 @dataclass
 class LoadReport:
-    """Memories in file order (a repeated id: the later line wins) and load warnings."""
+    """Memories in file order (a repeated id: the later line wins) and load warnings;
+    ``sha``: each memory's :func:`~memofs.files.records.text_sha256` as one
+    :data:`~memofs.files.sidecar.SHA_DTYPE` array, when the memories sidecar had them (the
+    texts it holds, plus the few lines parsed after it), else None."""
 
     memories: list[Memory]
     warnings: list[str] = field(default_factory=list)
+    sha: NDArray[np.bytes_] | None = None
 
 
 Clock = Callable[[], datetime]
@@ -282,7 +298,7 @@ class Store:
         # what it adds, not the size of the store
         self._ids: set[str] = set()
         self._ids_cursor = AppendCursor()
-        self._ids_lines = 0  # newline-terminated lines the cursor has read
+        self._events_cursor = AppendCursor()  # counts the events file's lines for checkpoints
         self._graph: EntityGraph | None = None
         self._graph_cursors = (AppendCursor(), AppendCursor())
         self._unsynced = 0  # this process's derived appends since its last checkpoint
@@ -404,30 +420,40 @@ class Store:
         cached = self._memories_sidecar().read() if sidecar else None
         by_id: dict[str, Memory] = {}
         if cached is not None:
-            by_id = {m.id: m for m in cached[0]}
-        rows, warnings, stamp = read_jsonl_from(path, cached[1] if cached is not None else None)
+            by_id = {m.id: m for m in cached.memories}
+            if len(by_id) != len(cached.memories):  # never written so; the hashes would not align
+                cached = cached._replace(sha=None)
+        rows, warnings, stamp = read_jsonl_from(path, cached.stamp if cached is not None else None)
+        parsed: dict[str, Memory] = {}  # the memories of the lines after the sidecar, in by_id's order
+        moved = False  # a parsed line repeats an id the sidecar holds
         for lineno, row in rows:
             m = memory_from_json(row, f"{path}:{lineno}")
+            moved = moved or (m.id in by_id and m.id not in parsed)
             by_id.pop(m.id, None)
             by_id[m.id] = m
+            parsed.pop(m.id, None)
+            parsed[m.id] = m
         memories = list(by_id.values())
+        sha = _load_hashes(cached, parsed, moved) if cached is not None and cached.sha is not None else None
         # an unterminated last line is not covered by the stamp, so the sidecar waits for its newline
         covered = not rows or rows[-1][0] <= (stamp.lineno if stamp is not None else 0)
         if sidecar and stamp is not None and covered and (cached is None or len(rows) >= SIDECAR_REFRESH_LINES):
-            self._write_memories_sidecar(memories, stamp)
-        return LoadReport(memories, warnings)
+            self._write_memories_sidecar(memories, stamp, sha)
+        return LoadReport(memories, warnings, sha)
 
     def _memories_sidecar(self) -> MemoriesSidecar:
         return MemoriesSidecar(self.paths.memories, self.paths.embeddings.parent)
 
-    def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp) -> None:
+    def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp,
+                                sha: NDArray[np.bytes_] | None = None) -> None:
         """Write the sidecar if the write lock is free now: a reader never waits on a
-        writer for it, and a failure only costs the next start a full parse."""
+        writer for it, and a failure only costs the next start a full parse. ``sha``: the
+        memories' text hashes when the load has them."""
         from filelock import Timeout
 
         try:
             with self._lock.acquire(timeout=0):
-                self._memories_sidecar().write(memories, stamp)
+                self._memories_sidecar().write(memories, stamp, sha)
         except Timeout:
             return
         except (OSError, ValueError) as exc:
@@ -584,7 +610,7 @@ class Store:
                 self._extract_graph([text])
             self._unsynced += 1
             if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
-                self._checkpoint_derived(self._ids_lines + 1)  # the lines _known_ids read, plus ours
+                self._checkpoint_derived(self._ids_cursor.lines + 1)  # the lines _known_ids read, plus ours
         if vector is not None:
             from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
@@ -603,8 +629,6 @@ class Store:
         data, whole = self._ids_cursor.read(self.paths.memories)
         if whole:
             self._ids = set()
-            self._ids_lines = 0
-        self._ids_lines += data.count(b"\n")
         self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
         return self._ids
 
@@ -700,9 +724,17 @@ class Store:
         stamps = {}
         for name, f in (("memories", p.memories), ("events", p.events)):
             size = f.stat().st_size if f.exists() else 0
-            # line numbers only name lines in errors: counted when the caller does not know them
-            lines = memory_lines if name == "memories" and memory_lines is not None else (
-                safe_json.read_bytes(f)[:size].count(b"\n") if size else 0)
+            # line numbers only name lines in errors: counted when the caller does not know
+            # them, by this process's cursors, which read only what was appended since the
+            # last count (a replaced or edited file is counted again whole)
+            if name == "events":
+                self._events_cursor.read(f)
+                lines = self._events_cursor.lines
+            elif memory_lines is not None:
+                lines = memory_lines
+            else:
+                self._known_ids()
+                lines = self._ids_cursor.lines
             stamp = PrefixStamp.take(f, size, lines) if size else None
             stamps[name] = asdict(stamp) if stamp is not None else None
         atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
@@ -866,8 +898,6 @@ def rehydrate(store: Store, *, embedder: Any = None, clock: Clock | None = None,
 
 
 def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: RecallConfig | None) -> Rehydrated:
-    import numpy as np
-
     from memofs.ranking.recall import Recaller
 
     store.sync_derived(wait=False)  # derived lines a machine crash lost (a no-op when the checkpoint is current)
@@ -888,20 +918,27 @@ def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: Reca
     from memofs.signals.embeddings_file import EmbeddingsFile
     from memofs.signals.vector_index import VectorIndex
 
+    ids = [m.id for m in mems]
+    index: VectorIndex | None = None
     try:
+        # the usual start: the stored vectors are exactly these texts' (the memories sidecar's
+        # hashes say so), and the index takes the sidecar's rows without copying them
+        stored = EmbeddingsFile(store.paths.embeddings)
         index = VectorIndex(embedder.dim)
-        sync = EmbeddingsFile(store.paths.embeddings).sync(
-            index, {m.id: m.text for m in mems}, embedder,
-            namespaces={m.id: m.namespace for m in mems}, metadata={m.id: {"kind": m.kind} for m in mems})
-        vectors = index.vectors_of([m.id for m in mems])
+        sync = stored.reuse(index, ids, report.sha, embedder) if report.sha is not None else None
+        if sync is None:
+            sync = stored.sync(
+                index, {m.id: m.text for m in mems}, embedder, namespaces={m.id: m.namespace for m in mems},
+                metadata={m.id: {"kind": m.kind} for m in mems}, hashes=report.sha)
+        index = index.in_order(ids)  # the Recaller's rows follow the memories (no copy when they do)
         out.embedded, out.loaded_vectors = sync.embedded, sync.loaded
         out.warnings.extend(f"{store.paths.embeddings}:{s.line}: skipped ({s.reason})" for s in sync.skipped)
     except Exception as exc:  # zero-key tier 2: never fail recall because of vectors
         log.warning("vector rehydration failed (%s); recall continues lexical-only", exc)
         out.warnings.append(f"vector rehydration failed: {exc}")
         rec.disable_vectors()
-        vectors = None
-    rec.add(mems, vectors=vectors)
+        index = None
+    rec.add(mems, index=index)
     return out
 
 
