@@ -142,15 +142,17 @@ class Lab:
         path = self.cache / f"{dataset}-{query}-{tag}.npz"
         frames = self.frames(dataset, query)
         if path.is_file():
-            z = np.load(path, allow_pickle=False)
-            qids = [str(q) for q in z["qids"]]
-            bounds = z["bounds"]
+            with np.load(path, allow_pickle=False) as z:
+                # each ``z[name]`` decompresses the whole array again: read every array once,
+                # and copy each block's slices, so a block does not keep the whole array alive
+                cols = {name: z[name] for name in ("qids", "bounds", "rows", "vec", "lex", "X", "y")}
+            qids = [str(q) for q in cols["qids"]]
+            bounds = cols["bounds"]
             out = {}
             for i, q in enumerate(qids):
                 s, e = bounds[i], bounds[i + 1]
-                rows = z["rows"][s:e]
-                member = {"vector_pool": z["vec"][s:e], "lexical_pool": z["lex"][s:e]}
-                out[q] = Block(q, rows, member, z["X"][s:e], z["y"][s:e])
+                member = {"vector_pool": cols["vec"][s:e].copy(), "lexical_pool": cols["lex"][s:e].copy()}
+                out[q] = Block(q, cols["rows"][s:e].copy(), member, cols["X"][s:e].copy(), cols["y"][s:e].copy())
         else:
             params = FeatureParams.from_config(cfg)
             out = {}
