@@ -136,19 +136,23 @@ def _digest(a: np.ndarray) -> str:
 
 
 class Sidecar:
-    """The sidecar ``<dir>/<name>.sidecar.json`` + ``<dir>/<name>.<generation>.<column>.npy`` of one JSONL file."""
+    """The sidecar ``<dir>/<name>.sidecar.json`` + ``<dir>/<name>.<generation>.<column>.npy`` of one JSONL file.
 
-    def __init__(self, jsonl: Path, directory: Path, name: str, format: int, *, digest_prefix: bool = False) -> None:
-        self.jsonl = Path(jsonl)
+    ``jsonl`` None: a sidecar its reader validates by content (the terms sidecar compares
+    its rows' ids and text hashes with the load's): no prefix stamp is kept or checked."""
+
+    def __init__(self, jsonl: Path | None, directory: Path, name: str, format: int, *, digest_prefix: bool = False) -> None:
+        self.jsonl = None if jsonl is None else Path(jsonl)
         self.digest_prefix = digest_prefix
         self.dir = Path(directory)
         self.name = name
         self.format = format
         self.meta_path = self.dir / f"{name}.sidecar.json"
 
-    def read(self, *, unchecked: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp] | None:
+    def read(self, *, unchecked: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp | None] | None:
         """``(metadata, columns memory-mapped, stamp)`` when the sidecar is intact and covers a
-        prefix of the JSONL as it is now; None when missing, damaged, stale or of another format."""
+        prefix of the JSONL as it is now (stamp None without a JSONL); None when missing,
+        damaged, stale or of another format."""
         try:
             meta = safe_json.load_file(self.meta_path, expect=dict)
         except (FileNotFoundError, safe_json.JSONFileError, OSError):
@@ -156,10 +160,10 @@ class Sidecar:
         try:
             if meta["format"] != self.format:
                 return None
-            stamp = PrefixStamp(**meta["stamp"])
-            if not stamp.covers(self.jsonl):
+            stamp = None if self.jsonl is None else PrefixStamp(**meta["stamp"])
+            if stamp is not None and not stamp.covers(self.jsonl):
                 return None
-            if self.digest_prefix and (not stamp.digest or prefix_digest(self.jsonl, stamp.offset) != stamp.digest):
+            if stamp is not None and self.digest_prefix and (not stamp.digest or prefix_digest(self.jsonl, stamp.offset) != stamp.digest):
                 return None  # closes the tail check's blind spot: any edit before the offset
             cols: dict[str, np.ndarray] = {}
             for col, info in meta["columns"].items():
@@ -173,13 +177,16 @@ class Sidecar:
         except (KeyError, TypeError, ValueError, OSError):  # a damaged sidecar is only a cache
             return None
 
-    def write(self, stamp: PrefixStamp, columns: dict[str, np.ndarray], extra: dict[str, Any],
+    def write(self, stamp: PrefixStamp | None, columns: dict[str, np.ndarray], extra: dict[str, Any],
               *, unchecked: tuple[str, ...] = ()) -> bool:
-        """Write a new generation for ``stamp`` (caller holds the JSONL's writer lock). False,
-        writing nothing, when the JSONL no longer starts with the stamped bytes."""
-        if not stamp.covers(self.jsonl):
+        """Write a new generation for ``stamp`` (None without a JSONL; caller holds the
+        JSONL's writer lock). False, writing nothing, when the JSONL no longer starts with
+        the stamped bytes."""
+        if (stamp is None) != (self.jsonl is None):
+            raise ValueError("a stamp goes with a JSONL file, and only with one")
+        if stamp is not None and not stamp.covers(self.jsonl):
             return False
-        if self.digest_prefix:
+        if stamp is not None and self.digest_prefix:
             stamp = replace(stamp, digest=prefix_digest(self.jsonl, stamp.offset) or "")
         self.dir.mkdir(parents=True, exist_ok=True)
         gen = _random.token_hex(6)
@@ -200,7 +207,8 @@ class Sidecar:
                 raise
             info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": "" if col in unchecked else _digest(a)}
         fsync_dir(self.dir)
-        meta = {"format": self.format, "generation": gen, "stamp": asdict(stamp), "columns": info, **extra}
+        meta = {"format": self.format, "generation": gen, "stamp": None if stamp is None else asdict(stamp),
+                "columns": info, **extra}
         atomic_write_text(self.meta_path, json.dumps(meta, ensure_ascii=False, separators=(",", ":")))
         for old in self.dir.glob(f"{self.name}.*.npy"):
             if not old.name.startswith(f"{self.name}.{gen}."):

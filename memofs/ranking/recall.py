@@ -20,7 +20,7 @@ from itertools import repeat
 from operator import attrgetter
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from memofs.signals.anchors import AnchorChecker
 from memofs.signals.bm25 import BM25Index
 from memofs.signals.fuzzy import OverlapIndex
+from memofs.signals.term_counts import TermCounts
 from memofs.ranking.config import RecallConfig
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.embedders.select import SafeEmbedder
@@ -38,7 +39,7 @@ from memofs.files.records import Memory
 from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.rewrite import rewrite_query
-from memofs.signals.frame import OTHER_KIND, ContextColumns, SignalFrame, context_columns, kind_code
+from memofs.signals.frame import KIND_CODES, OTHER_KIND, ContextColumns, SignalFrame, context_columns
 from memofs.signals.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,9 @@ class Recaller:
         self._memories: dict[str, Memory] = {}
         self._vectors: VectorIndex | None = None
         self._lexical: dict[tuple[float, float, float], BM25Index] = {}
+        # counts adopted by add(terms=...), and the ids added, replaced or removed since
+        self._terms: TermCounts | None = None
+        self._touched: dict[str, None] = {}
         # the fallback reranker's overlap for *every* document (SignalFrame for the harness)
         # comes from its overlap index over its own tokens; online recall scores only the
         # pool and never builds it
@@ -130,19 +134,28 @@ class Recaller:
         idx = self._lexical.get(key)
         if idx is None:
             idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
-            idx.add_many(self._texts())
+            if self._terms is None:
+                idx.add_many(self._texts())
+            else:  # the given counts, less what changed since, then the rest as texts
+                idx.add_counts(self._terms)
+                touched = list(self._touched)
+                idx.remove(touched)
+                idx.add_many((d, self._memories[d].text) for d in touched if d in self._memories)
+                idx.add_many(self._graph_docs.items())
             self._lexical[key] = idx
         return idx
 
     def add(self, memories: Iterable[Memory], vectors: NDArray[np.float32] | None = None, *,
-            index: VectorIndex | None = None) -> None:
+            index: VectorIndex | None = None, terms: TermCounts | None = None) -> None:
         """Add or replace memories. ``vectors`` (one row per memory) skips embedding;
         otherwise the embedder encodes the texts, and a failure leaves them without
         vectors (lexical-only for those memories) rather than raising. ``index``: instead of
         ``vectors``, an index holding exactly these memories' vectors (a rehydration's): a
         Recaller without vectors takes it as its own, so a loaded matrix is never copied
         (its rows follow the memories' order, :meth:`VectorIndex.in_order`); otherwise its
-        rows are upserted like ``vectors``."""
+        rows are upserted like ``vectors``. ``terms``: the recall tokens' counts of these
+        memories or of the first of them (a store's terms sidecar), which an empty
+        Recaller's lexical indexes adopt instead of tokenizing those texts."""
         if index is not None and vectors is not None:
             raise ValueError("give vectors or an index, not both")
         mems = list(memories)
@@ -151,6 +164,12 @@ class Recaller:
         if not (all(ids) and all(map(isinstance, texts, repeat(str)))):
             bad = next(m for m in mems if not isinstance(m.text, str) or not m.id)
             raise ValueError(f"memory {bad.id!r}: needs a non-empty id and str text")
+        if terms is not None and terms.ids != tuple(ids[:len(terms)]):
+            raise ValueError("term counts must cover the first of the memories given, in order")
+        if terms is not None and not self._memories and not self._lexical:
+            self._terms, self._touched = terms, dict.fromkeys(ids[len(terms):])
+        elif self._terms is not None:
+            self._touched.update(dict.fromkeys(ids))
         self._memories.update(zip(ids, mems))
         if self._lexical or self._rerank_index is not None:  # built on first use otherwise
             pairs = list(zip(ids, texts))
@@ -177,6 +196,8 @@ class Recaller:
         ids = [i for i in ids if i in self._memories]
         for i in ids:
             del self._memories[i]
+        if self._terms is not None:
+            self._touched.update(dict.fromkeys(ids))
         for idx in self._lexical.values():
             idx.remove(ids)
         if self._rerank_index is not None:
@@ -525,6 +546,20 @@ def explain_row(frame: SignalFrame, fused: Fused, pos: int,
     }
 
 
+class _GraphRow(NamedTuple):
+    """What :class:`_CorpusColumns` reads of a row that is a graph document, not a memory."""
+
+    kind: str = "graph"
+    created_at: None = None
+    confidence: None = None
+    anchors: tuple = ()
+    namespace: None = None
+    text: str = ""
+
+
+_GRAPH_ROW = _GraphRow()
+
+
 @dataclass(frozen=True)
 class _CorpusColumns:
     """Per-document columns that do not depend on the query, aligned with a BM25 index."""
@@ -574,27 +609,19 @@ class _CorpusColumns:
               superseded: Iterable[str] = ()) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
-        created = np.full(n, np.nan)
-        conf = np.full(n, np.nan)
-        kind = np.empty(n, dtype=np.int64)
-        is_graph = np.zeros(n, dtype=bool)
-        anchored = np.zeros(n, dtype=bool)
-        for i, doc_id in enumerate(ids):
-            m = memories.get(doc_id)
-            if m is None:
-                is_graph[i] = True
-                kind[i] = kind_code("graph")
-                continue
-            kind[i] = kind_code(m.kind)
-            if m.created_at is not None:
-                created[i] = m.created_at.timestamp()
-            if m.confidence is not None:
-                conf[i] = m.confidence
-            anchored[i] = bool(m.anchors)
+        # column-wise (map over the records, no loop per memory): the first recall of a
+        # start builds this for every memory
+        rows_of = list(map(memories.get, ids))
+        is_graph = np.fromiter(map(isinstance, rows_of, repeat(type(None))), dtype=bool, count=n)
+        mems = [_GRAPH_ROW if m is None else m for m in rows_of] if is_graph.any() else rows_of
+        kind = np.fromiter(map(KIND_CODES.get, map(attrgetter("kind"), mems), repeat(OTHER_KIND)), dtype=np.int64, count=n)
+        created = np.array([math.nan if c is None else c.timestamp() for c in map(attrgetter("created_at"), mems)],
+                           dtype=np.float64).reshape(n)
+        conf = np.array([math.nan if c is None else c for c in map(attrgetter("confidence"), mems)],
+                        dtype=np.float64).reshape(n)
+        anchored = np.fromiter(map(bool, map(attrgetter("anchors"), mems)), dtype=bool, count=n)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
-        mems = [memories.get(d) for d in ids]
         old = set(superseded)
-        sup = np.fromiter((d in old for d in ids), dtype=bool, count=n)
+        sup = np.fromiter(map(old.__contains__, ids), dtype=bool, count=n)
         return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
-                   tuple(m.namespace if m is not None else None for m in mems),
-                   tuple(m.text if m is not None else "" for m in mems), sup)
+                   tuple(map(attrgetter("namespace"), mems)), tuple(map(attrgetter("text"), mems)), sup)

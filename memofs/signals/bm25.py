@@ -80,7 +80,7 @@ class _Layout(Postings):
     def build(cls, index: BM25Index) -> _Layout:
         ids, order_key, vocab, tf, lengths = cls.collect(index)
         n = len(ids)
-        df = np.fromiter(index._df.values(), dtype=np.float64, count=len(vocab))
+        df = np.diff(tf.indptr).astype(np.float64)  # documents holding each term
         idf = np.maximum(0.0, np.log1p((n - df + 0.5) / (df + 0.5)))
         avgdl = index.avgdl
         rel_len = lengths / avgdl if avgdl > 0 else np.ones(n)
@@ -140,11 +140,12 @@ class BM25Index(OverlapIndex):
     # --- statistics -----------------------------------------------------------
     @property
     def avgdl(self) -> float:
-        return self._total_len / len(self._docs) if self._docs else 0.0
+        n = len(self)
+        return self.total_length / n if n else 0.0
 
     def idf(self, term: str) -> float:
         """``max(0, ln(1 + (N - df + 0.5) / (df + 0.5)))``."""
-        n, df = len(self._docs), self._df.get(term, 0)
+        n, df = len(self), self.df(term)
         return max(0.0, float(np.log1p((n - df + 0.5) / (df + 0.5))))
 
     # --- scoring --------------------------------------------------------------

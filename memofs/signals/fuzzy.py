@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence, Set as AbstractSet
+from collections.abc import Iterable, Sequence, Set as AbstractSet
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from memofs.signals.bm25_kernel import add_fuzzy_term
+from memofs.signals.term_counts import TermCounts, Tokenizer
 from memofs.text.tokenize import tokenize
-
-Tokenizer = Callable[[str], list[str]]
 
 
 def _check_partial(partial: float) -> float:
@@ -139,14 +138,16 @@ class Postings:
 
     @classmethod
     def collect(cls, index: OverlapIndex) -> tuple[tuple[str, ...], NDArray[np.int64], dict[str, int], sp.csc_matrix, NDArray[np.float64]]:
-        """The constructor's arguments for the current documents of ``index``."""
-        ids = tuple(index._docs)
-        n = len(ids)
-        order_key = np.empty(n, dtype=np.int64)
-        order_key[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(n)
-        vocab = {t: j for j, t in enumerate(index._df)}
+        """The constructor's arguments for the current documents of ``index``: its adopted
+        base's live rows (:meth:`OverlapIndex.add_counts`, sliced as a matrix), then the
+        documents added one by one; terms no live document holds are left out."""
+        base = index._base
+        vocab: dict[str, int] = {} if base is None else {t: j for j, t in enumerate(base.vocab)}
+        for t in index._df:
+            vocab.setdefault(t, len(vocab))
+        own = tuple(index._docs)
         rows, cols, tfs = [], [], []
-        for i, doc_id in enumerate(ids):
+        for i, doc_id in enumerate(own):
             tf = index._docs[doc_id]
             if tf:
                 rows.append(np.full(len(tf), i, dtype=np.int64))
@@ -157,8 +158,28 @@ class Postings:
         else:
             r = c = np.zeros(0, dtype=np.int64)
             f = np.zeros(0)
-        tf_matrix = sp.csc_matrix((f, (r, c)), shape=(n, len(vocab)))
-        lengths = np.fromiter((index._lengths[d] for d in ids), dtype=np.float64, count=n)
+        tf_matrix = sp.csc_matrix((f, (r, c)), shape=(len(own), len(vocab)))
+        lengths = np.fromiter((index._lengths[d] for d in own), dtype=np.float64, count=len(own))
+        ids = own
+        if base is not None:
+            live = index._alive
+            all_live = bool(live.all())
+            head = base.counts if all_live else base.counts[np.flatnonzero(live)]
+            head = sp.csr_matrix((head.data.astype(np.float64), head.indices, head.indptr), shape=(head.shape[0], len(vocab)))
+            tf_matrix = sp.vstack([head, tf_matrix], format="csc") if own else head.tocsc()
+            base_ids = base.ids if all_live else tuple(d for d, keep in zip(base.ids, live.tolist()) if keep)
+            ids = base_ids + own
+            base_len = index._base_len if all_live else index._base_len[live]
+            lengths = np.concatenate([base_len.astype(np.float64), lengths])
+            held = np.diff(tf_matrix.indptr) > 0
+            if not held.all():  # a base term only removed or replaced documents held
+                keep = np.flatnonzero(held)
+                tf_matrix = tf_matrix[:, keep]
+                terms = list(vocab)
+                vocab = {terms[j]: k for k, j in enumerate(keep.tolist())}
+        n = len(ids)
+        order_key = np.empty(n, dtype=np.int64)
+        order_key[np.argsort(np.array(ids, dtype=object), kind="stable")] = np.arange(n)
         return ids, order_key, vocab, tf_matrix, lengths
 
     @classmethod
@@ -199,6 +220,11 @@ class OverlapIndex:
     touch the per-document term counts and the df counters; the term-major
     :class:`Postings` snapshot is rebuilt lazily on the next query, giving exactly the
     scores of a fresh build. Subclasses extend the snapshot (``snapshot_type``).
+
+    A whole corpus tokenized beforehand (:class:`~memofs.signals.term_counts.TermCounts`,
+    e.g. a store's sidecar) is adopted by :meth:`add_counts` as the index's *base*: its rows
+    stay one sparse matrix (no per-document objects; a removed or replaced document only
+    marks its row dead), and later documents are added one by one beside it.
     """
 
     snapshot_type: type[Postings] = Postings
@@ -210,14 +236,25 @@ class OverlapIndex:
         self._lengths: dict[str, int] = {}
         self._df: Counter[str] = Counter()
         self._total_len = 0
+        self._base: TermCounts | None = None
+        self._base_row: dict[str, int] = {}
+        self._alive = np.zeros(0, dtype=bool)
+        self._base_len = np.zeros(0, dtype=np.int64)
+        self._base_live = 0  # live base rows
+        self._base_total = 0  # tokens in live base rows
+        self._base_df: NDArray[np.int64] | None = None  # live rows per base term, on first use
+        self._base_col: dict[str, int] = {}  # base term -> column, with _base_df
         self._dirty = True
         self._snapshot: Postings | None = None
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self._docs) + self._base_live
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._docs
+        if doc_id in self._docs:
+            return True
+        row = self._base_row.get(doc_id)  # type: ignore[call-overload]
+        return row is not None and bool(self._alive[row])
 
     def add(self, doc_id: str, text: str) -> None:
         """Insert or replace one document."""
@@ -230,29 +267,78 @@ class OverlapIndex:
                 raise TypeError(f"document id must be a non-empty str, got {doc_id!r}")
             if not isinstance(text, str):
                 raise TypeError(f"document {doc_id!r}: text must be str, got {type(text).__name__}")
-            if doc_id in self._docs:
-                self._drop(doc_id)
-            tf = Counter(self.tokenizer(text))
-            self._docs[doc_id] = tf
-            self._lengths[doc_id] = sum(tf.values())
-            self._total_len += self._lengths[doc_id]
-            self._df.update(tf.keys())
+            self._put(doc_id, Counter(self.tokenizer(text)))
         self._dirty = True
+
+    def add_counts(self, counts: TermCounts) -> None:
+        """Insert or replace the documents of ``counts`` (which must come from this index's
+        tokenizer). An empty index adopts them as its base in O(1) Python work; otherwise
+        they are added one by one, as :meth:`add_many` would."""
+        if len(set(counts.ids)) != len(counts.ids):
+            raise ValueError("term counts repeat a document id")
+        if len(self) == 0 and self._base is None:
+            self._base = counts
+            self._base_row = dict(zip(counts.ids, range(len(counts.ids))))
+            self._alive = np.ones(len(counts.ids), dtype=bool)
+            self._base_len = counts.lengths
+            self._base_live = len(counts.ids)
+            self._base_total = int(self._base_len.sum())
+            self._base_df = None
+        else:
+            m, vocab = counts.counts, counts.vocab
+            for i, doc_id in enumerate(counts.ids):
+                a, z = m.indptr[i], m.indptr[i + 1]
+                self._put(doc_id, Counter(dict(zip([vocab[j] for j in m.indices[a:z].tolist()], m.data[a:z].tolist()))))
+        self._dirty = True
+
+    def _put(self, doc_id: str, tf: Counter[str]) -> None:
+        if doc_id in self:
+            self._drop(doc_id)
+        self._docs[doc_id] = tf
+        self._lengths[doc_id] = sum(tf.values())
+        self._total_len += self._lengths[doc_id]
+        self._df.update(tf.keys())
 
     def remove(self, ids: Iterable[str]) -> None:
         """Remove documents by id; unknown ids are ignored."""
         for doc_id in ids:
-            if doc_id in self._docs:
+            if doc_id in self:
                 self._drop(doc_id)
         self._dirty = True
 
     def _drop(self, doc_id: str) -> None:
+        if doc_id not in self._docs:  # a live base row: marked dead
+            row = self._base_row[doc_id]
+            self._alive[row] = False
+            self._base_live -= 1
+            self._base_total -= int(self._base_len[row])
+            self._base_df = None
+            return
         tf = self._docs.pop(doc_id)
         self._total_len -= self._lengths.pop(doc_id)
         for term in tf:
             self._df[term] -= 1
             if self._df[term] <= 0:
                 del self._df[term]
+
+    def df(self, term: str) -> int:
+        """How many documents hold ``term``."""
+        n = self._df.get(term, 0)
+        if self._base is not None:
+            if self._base_df is None:
+                m = self._base.counts
+                rows = np.repeat(self._alive, np.diff(m.indptr))
+                self._base_df = np.bincount(m.indices[rows], minlength=len(self._base.vocab))
+                self._base_col = {t: k for k, t in enumerate(self._base.vocab)}
+            j = self._base_col.get(term)
+            if j is not None:
+                n += int(self._base_df[j])
+        return n
+
+    @property
+    def total_length(self) -> int:
+        """Tokens in all documents, duplicates counted."""
+        return self._total_len + self._base_total
 
     def _refresh(self) -> Postings:
         if self._dirty or self._snapshot is None:

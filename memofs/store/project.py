@@ -12,6 +12,7 @@ Layout (created by :meth:`Store.init`; paths relative to the project root)::
     .memofs/indexes/embeddings.jsonl      vectors (memofs.signals.embeddings_file; appended, compacted)
     .memofs/indexes/embeddings.*          its binary sidecar (memofs.signals.vector_sidecar; a cache)
     .memofs/indexes/memories.*            the memories sidecar (memofs.files.memories_sidecar; a cache)
+    .memofs/indexes/terms.*               the recall tokens' counts (memofs.signals.terms_sidecar; a cache)
     .memofs/indexes/derived.json          the derived-lines checkpoint (Store.sync_derived)
     .memofs/tmp/                          context-cache file, torn-line leftovers
     .memofs/.lock                         the store's cross-process write lock
@@ -69,6 +70,8 @@ from memofs.files.memories_sidecar import Cached, MemoriesSidecar
 from memofs.files.sidecar import PrefixStamp, sha256_column
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
+from memofs.signals.term_counts import TermCounts
+from memofs.signals.terms_sidecar import TermsSidecar
 from memofs.ranking.config import RecallConfig
 from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
@@ -446,18 +449,41 @@ class Store:
 
     def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp,
                                 sha: NDArray[np.bytes_] | None = None) -> None:
-        """Write the sidecar if the write lock is free now: a reader never waits on a
-        writer for it, and a failure only costs the next start a full parse. ``sha``: the
-        memories' text hashes when the load has them."""
+        """Write the sidecar if the write lock is free now (:meth:`_write_sidecar`). ``sha``:
+        the memories' text hashes when the load has them."""
+        self._write_sidecar("memories", lambda: self._memories_sidecar().write(memories, stamp, sha))
+
+    def _write_sidecar(self, what: str, write: Callable[[], object]) -> None:
+        """Run ``write`` under the write lock if it is free now: a reader never waits on a
+        writer for a sidecar, and a failure only costs the next start the work it saves."""
         from filelock import Timeout
 
         try:
             with self._lock.acquire(timeout=0):
-                self._memories_sidecar().write(memories, stamp, sha)
+                write()
         except Timeout:
             return
         except (OSError, ValueError) as exc:
-            log.warning("could not write the memories sidecar (%s); the next start parses %s", exc, self.paths.memories)
+            log.warning("could not write the %s sidecar in %s (%s); the next start rebuilds it",
+                        what, self.paths.embeddings.parent, exc)
+
+    def term_counts(self, memories: Sequence[Memory], sha: NDArray[np.bytes_] | None = None) -> TermCounts:
+        """The recall tokens' counts of ``memories`` (a load's, in order) or of a prefix of
+        them, from the terms sidecar (:mod:`memofs.signals.terms_sidecar`); the memories
+        after that prefix are the caller's to tokenize. When the sidecar was missing or
+        stale, or lags by :data:`SIDECAR_REFRESH_LINES` memories or more, the missing rows are
+        tokenized here and the sidecar rewritten. ``sha``: the memories' text hashes when
+        the load has them (else they are computed)."""
+        ids = [m.id for m in memories]
+        sha = sha256_column(m.text for m in memories) if sha is None else sha
+        side = TermsSidecar(self.paths.embeddings.parent)
+        held = side.read(ids, sha)
+        if held is not None and len(ids) - len(held) < SIDECAR_REFRESH_LINES:
+            return held
+        start = 0 if held is None else len(held)
+        counts = (TermCounts.build((), ()) if held is None else held).extended(ids[start:], [m.text for m in memories[start:]])
+        self._write_sidecar("terms", lambda: side.write(counts, sha))
+        return counts
 
     def read_core(self) -> str:
         try:
@@ -911,9 +937,10 @@ def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: Reca
     rec.set_phrase_sources(store.phrase_sources())
     out = Rehydrated(rec, report.memories, [*report.warnings, *notes])
     mems = report.memories
+    terms = store.term_counts(mems, report.sha) if mems else None
     if embedder is None or not mems:
         if mems:
-            rec.add(mems)
+            rec.add(mems, terms=terms)
         return out
     from memofs.signals.embeddings_file import EmbeddingsFile
     from memofs.signals.vector_index import VectorIndex
@@ -938,7 +965,7 @@ def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: Reca
         out.warnings.append(f"vector rehydration failed: {exc}")
         rec.disable_vectors()
         index = None
-    rec.add(mems, index=index)
+    rec.add(mems, index=index, terms=terms)
     return out
 
 
