@@ -134,14 +134,15 @@ class Recaller:
         idx = self._lexical.get(key)
         if idx is None:
             idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
-            if self._terms is None:
-                idx.add_many(self._texts())
-            else:  # the given counts, less what changed since, then the rest as texts
-                idx.add_counts(self._terms)
-                touched = list(self._touched)
-                idx.remove(touched)
-                idx.add_many((d, self._memories[d].text) for d in touched if d in self._memories)
-                idx.add_many(self._graph_docs.items())
+            if self._terms is None:  # the corpus tokenized once, as one matrix every index adopts
+                mems = self._memories
+                self._terms, self._touched = TermCounts.build(list(mems), [m.text for m in mems.values()]), {}
+            # the counts, less what changed since, then the rest as texts
+            idx.add_counts(self._terms)
+            touched = list(self._touched)
+            idx.remove(touched)
+            idx.add_many((d, self._memories[d].text) for d in touched if d in self._memories)
+            idx.add_many(self._graph_docs.items())
             self._lexical[key] = idx
         return idx
 

@@ -12,6 +12,7 @@ tokenize every memory again.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -51,14 +52,13 @@ class TermCounts:
             raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
         vocab = {t: j for j, t in enumerate(self.vocab)}
         setdefault = vocab.setdefault
-        cols: list[int] = []
+        cols = array("q")  # C integers: a list of a million Python ints would cost tens of MB
         ends = np.empty(len(texts), dtype=np.int64)
         for i, text in enumerate(texts):
-            toks = tokenizer(text)
-            cols.extend([setdefault(t, len(vocab)) for t in toks])
+            cols.extend([setdefault(t, len(vocab)) for t in tokenizer(text)])
             ends[i] = len(cols)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), np.diff(ends, prepend=0))
-        new = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, np.asarray(cols, dtype=np.int64))),
+        new = sp.csr_matrix((np.ones(len(cols), dtype=np.int32), (rows, np.frombuffer(cols, dtype=np.int64))),
                             shape=(len(texts), len(vocab)), dtype=np.int32)
         new.sum_duplicates()  # canonical: one entry per (row, term), columns sorted
         old = self.counts
