@@ -79,8 +79,9 @@ class TermsSidecar:
             counts = sp.csr_matrix((np.array(cols["data"]), np.array(cols["indices"]), np.array(cols["indptr"])),
                                    shape=(len(held), len(vocab)))
             counts.check_format(full_check=True)
-            if not counts.has_canonical_format or (counts.nnz and int(counts.data.min()) <= 0):
-                return None
+            if (len(set(vocab)) != len(vocab) or counts.data.dtype.kind not in "iu" or not counts.has_canonical_format
+                    or (counts.nnz and int(counts.data.min()) <= 0)):
+                return None  # no tokenizer writes these: a forged or buggy sidecar
             n = _matching_prefix(held, held_sha, ids, np.asarray(sha, dtype=SHA_DTYPE))
             return TermCounts(tuple(held), vocab, counts).head(n) if n else None
         except (KeyError, TypeError, ValueError, UnicodeDecodeError):  # a damaged sidecar is only a cache
