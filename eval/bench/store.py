@@ -14,8 +14,9 @@
   all in ``embeddings.jsonl`` (written by the bench from the same vectors as the recall
   benchmark), against the time MiniLM would need to re-embed them, estimated as
   N / (texts per second measured on a sample in the same run). Two starts are timed: the
-  first (every line parsed, the binary sidecars written) and a later one (memories and
-  vectors from their memory-mapped sidecars, which is what every start after the first pays).
+  first (every line parsed, every text tokenized, the binary sidecars written) and a later
+  one (memories, vectors and the recall tokens' counts from their sidecars, which is what
+  every start after the first pays).
   Target (issue 18): the later start of 100k <= 1 s. CLI start: ``memofs recall`` as a
   process on the largest store against the same command on an empty store (the difference
   is what the store adds to a start; target <= 1 s), lexical-only and with MiniLM.
@@ -263,8 +264,8 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
     lines += ["", cli, "",
               f"Rehydration (`memofs.store.project.rehydrate`: memories.jsonl + embeddings.jsonl + graph into a ready Recaller) "
               f"against re-embedding every memory with MiniLM, estimated from {rate:,.0f} texts/s measured on "
-              f"{cfg.encode_sample} texts in this run. First start: every JSONL line parsed and the memories and vector "
-              f"sidecars written; later starts: memories and vectors from the memory-mapped sidecars (stores up to {cfg.rehydrate_repeat_below:,} "
+              f"{cfg.encode_sample} texts in this run. First start: every JSONL line parsed, every text tokenized and the memories, "
+              f"vector and terms sidecars written; later starts: memories, vectors and the recall tokens' counts from the sidecars (stores up to {cfg.rehydrate_repeat_below:,} "
               "memories: median of 3; larger: one run).", "",
               "| memories | first start s | later start s | vectors loaded | re-embedded | re-embed estimate s | ratio (later / re-embed) |",
               "|---:|---:|---:|---:|---:|---:|---:|"]

@@ -158,15 +158,18 @@ class Postings:
         else:
             r = c = np.zeros(0, dtype=np.int64)
             f = np.zeros(0)
-        tf_matrix = sp.csc_matrix((f, (r, c)), shape=(len(own), len(vocab)))
         lengths = np.fromiter((index._lengths[d] for d in own), dtype=np.float64, count=len(own))
         ids = own
-        if base is not None:
+        if base is None:
+            tf_matrix = sp.csc_matrix((f, (r, c)), shape=(len(own), len(vocab)))
+        else:
             live = index._alive
             all_live = bool(live.all())
             head = base.counts if all_live else base.counts[np.flatnonzero(live)]
             head = sp.csr_matrix((head.data.astype(np.float64), head.indices, head.indptr), shape=(head.shape[0], len(vocab)))
-            tf_matrix = sp.vstack([head, tf_matrix], format="csc") if own else head.tocsc()
+            if own:  # stacked as rows (CSR blocks join without a sort), then one transpose
+                head = sp.vstack([head, sp.csr_matrix((f, (r, c)), shape=(len(own), len(vocab)))], format="csr")
+            tf_matrix = head.tocsc()
             base_ids = base.ids if all_live else tuple(d for d, keep in zip(base.ids, live.tolist()) if keep)
             ids = base_ids + own
             base_len = index._base_len if all_live else index._base_len[live]
