@@ -158,11 +158,18 @@ class CliStart:
     embedder: str
     store_s: list[float]
     empty_s: list[float]
+    one_s: list[float]
 
     @property
     def beyond_s(self) -> float:
         """What the stored memories add to a process start: median(store) - median(empty)."""
         return statistics.median(self.store_s) - statistics.median(self.empty_s)
+
+    @property
+    def beyond_one_s(self) -> float:
+        """The same against a one-memory store, which also pays what any non-empty corpus
+        loads on its first scored recall (the compiled kernels), not what its size costs."""
+        return statistics.median(self.store_s) - statistics.median(self.one_s)
 
 
 START_QUERY = "deploy window database"
@@ -176,21 +183,22 @@ def bench_cli_start(cfg: StoreBenchConfig, root: Path, n: int) -> list[CliStart]
     from memofs.store import project as st
 
     out = []
-    with tempfile.TemporaryDirectory() as empty:
+    with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as one:
         st.Store.init(empty, now=NOW)
+        st.Store.init(one, now=NOW).remember("The deploy window is Tuesday after the database backup.", now=NOW)
         for embedder in ("none", "local"):
             env = {**os.environ, "MEMOFS_EMBEDDER": embedder}
             cmd = [sys.executable, "-m", "memofs", "recall", "-q", START_QUERY, "--json"]
-            times: dict[str, list[float]] = {"store": [], "empty": []}
+            times: dict[str, list[float]] = {"store": [], "empty": [], "one": []}
             for i in range(cfg.start_calls + 1):
-                for where, cwd in (("store", str(root)), ("empty", empty)):
+                for where, cwd in (("store", str(root)), ("empty", empty), ("one", one)):
                     proc, dt = timed(lambda: subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env))
                     if proc.returncode != 0:
                         err = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
                         raise RuntimeError(f"`memofs recall` in the {where} store failed (exit {proc.returncode}): {err[0]}")
                     if i:  # the first round warms the page cache
                         times[where].append(dt)
-            out.append(CliStart(n, "MiniLM" if embedder == "local" else "none", times["store"], times["empty"]))
+            out.append(CliStart(n, "MiniLM" if embedder == "local" else "none", times["store"], times["empty"], times["one"]))
     return out
 
 
@@ -275,13 +283,15 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
     if starts:
         lines += ["", f"CLI start: `memofs recall -q \"{START_QUERY}\" --json` as a fresh process on the {starts[0].n:,}-memory store "
                   f"(its sidecars written by the first start above) against the same command on an empty store, which pays the "
-                  f"interpreter, the imports and, with MiniLM, the model load and the query encode (median of {cfg.start_calls} "
-                  "calls each after one warm-up, alternating). Target (issue 18): the store adds <= 1 s.", "",
-                  "| memories | embedder | store s | empty store s | added by the store s | met (<= 1 s) |",
-                  "|---:|---|---:|---:|---:|---|"]
+                  f"interpreter, the imports and, with MiniLM, the model load and the query encode, and on a one-memory store, "
+                  f"which also loads the compiled (numba) kernels the first scored recall of any corpus needs (median of {cfg.start_calls} "
+                  "calls each after one warm-up, alternating). Target (issue 18): the store adds <= 1 s, judged against the empty store.", "",
+                  "| memories | embedder | store s | empty store s | one-memory store s | added by the store s | added beyond one memory s | met (<= 1 s) |",
+                  "|---:|---|---:|---:|---:|---:|---:|---|"]
         for c in starts:
             lines.append(f"| {c.n:,} | {c.embedder} | {statistics.median(c.store_s):.2f} | {statistics.median(c.empty_s):.2f} | "
-                         f"{c.beyond_s:.2f} | {'yes' if c.beyond_s <= 1.0 else 'no'} |")
+                         f"{statistics.median(c.one_s):.2f} | {c.beyond_s:.2f} | {c.beyond_one_s:.2f} | "
+                         f"{'yes' if c.beyond_s <= 1.0 else 'no'} |")
     sizes = [r.n for r in rehydrated]
     series = [
         Series("rehydrate from .memofs/", "s", sizes, [r.seconds for r in rehydrated], figure="store"),
