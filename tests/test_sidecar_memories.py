@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,7 +19,8 @@ from memofs.files.memories_sidecar import MemoriesSidecar
 from memofs.files.records import Memory
 from memofs.store.project import Store, rehydrate
 
-REPO = Path(__file__).resolve().parents[1]
+from kill_writer import kill_mid_write
+
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 
 
@@ -189,15 +187,7 @@ def test_kill_9_while_writing_the_sidecar_loses_nothing(store: Store, delay: flo
         store.remember(f"bulk memory {i} " + "x" * 300, now=T0 + timedelta(seconds=10 + i))
     before = store.paths.memories.read_bytes()
     naive = store.load(sidecar=False).memories
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)}
-    proc = subprocess.Popen([sys.executable, "-c", SIDECAR_WRITER, str(store.root)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    proc.stdout.close()
-    proc.stderr.close()
+    kill_mid_write(SIDECAR_WRITER, store.root, delay)
     assert store.paths.memories.read_bytes() == before  # the durable record is never touched
     assert same(store.load().memories, naive)  # whatever state the kill left, the load is right
     assert same(store.load().memories, naive)  # ... and so is the next one, from a valid sidecar

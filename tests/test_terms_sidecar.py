@@ -7,12 +7,7 @@ document, and recall of a Recaller given no term counts at all."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -33,7 +28,8 @@ from memofs.store.project import Store, rehydrate
 from memofs.text import tokenize as tokenize_module
 from memofs.text.tokenize import tokenize
 
-REPO = Path(__file__).resolve().parents[1]
+from kill_writer import kill_mid_write
+
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(days=2)
 WORDS = ["data", "database", "db", "base", "the", "a", "of", "cache", "caches", "deploy", "tuesday", "x1", "café"]
@@ -341,15 +337,7 @@ def test_kill_9_while_writing_leaves_one_whole_generation(store: Store, monkeypa
     rehydrate(store)  # the old generation
     mems = store.load(sidecar=False).memories
     naive = [dict(Counter(tokenize(m.text))) for m in mems]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(store.root)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    proc.stdout.close()
-    proc.stderr.close()
+    kill_mid_write(WRITER, store.root, delay)
     tc = held(store)
     assert tc is not None and len(tc) in (150, 300) and naive_counts(tc) == naive[: len(tc)]
     assert answers(store) == reference(store, monkeypatch)
