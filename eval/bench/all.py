@@ -33,7 +33,7 @@ from memofs_eval.provenance import code_hash, git_commit, markdown_line
 BENCHES: tuple[str, ...] = ("recall", "store", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "bm25s",
                               "scikit-learn", "matplotlib", "threadpoolctl")
-THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
+THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "NUMBA_NUM_THREADS",
                                 "TOKENIZERS_PARALLELISM")
 
 
