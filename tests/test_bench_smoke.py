@@ -191,6 +191,8 @@ def test_store_bench_quick(tmp_path):
     assert "Rehydration" in text or "Skipped" in text
     if "Rehydration" in text:  # the CLI start table: a process on the largest store and on an empty one, both embedders
         assert "added by the store s" in text and "| 300 | none |" in text and "| 300 | MiniLM |" in text
+        # the kernels table: numba's processes import it, numpy's (the CLI's) never do
+        assert "| numba | yes |" in text and "| numpy | no |" in text
 
 
 def test_harness_bench_quick(tmp_path):

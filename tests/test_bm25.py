@@ -16,6 +16,22 @@ from memofs.ranking.saturation import clamp01, saturate
 from memofs.text.tokenize import tokenize
 from naive_lexical import naive_fuzzy, naive_scores
 
+
+
+@pytest.fixture(scope="module", params=["numba", "numpy"], autouse=True)
+def kernels_backend(request):
+    """Every test here runs on both kernels (memofs.signals.kernels): the same floats."""
+    import os
+
+    old = os.environ.get("MEMOFS_KERNELS")
+    os.environ["MEMOFS_KERNELS"] = request.param
+    yield request.param
+    if old is None:
+        os.environ.pop("MEMOFS_KERNELS", None)
+    else:
+        os.environ["MEMOFS_KERNELS"] = old
+
+
 DOCS = {"d1": "apple banana apple", "d2": "banana cherry", "d3": "cherry date elderberry fig"}
 
 

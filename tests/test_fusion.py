@@ -302,10 +302,15 @@ def _random_frame(rng: np.random.Generator, n: int) -> SignalFrame:
     )
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("seed", range(4))
-def test_compiled_pools_equal_the_numpy_reference(seed):
-    from memofs.ranking.pools import _lex_mode, _scan, pools, top_rows as _top
+def test_compiled_pools_equal_the_numpy_reference(seed, backend, monkeypatch):
+    """Both kernels (memofs.signals.kernels) against the naive reference, and the compiled
+    scan's ordered pools against top_rows."""
+    from memofs.ranking.pool_kernel import scan as _scan
+    from memofs.ranking.pools import _lex_mode, pools, top_rows as _top
 
+    monkeypatch.setenv("MEMOFS_KERNELS", backend)
     rng = np.random.default_rng(seed)
     for trial in range(300):
         f = _random_frame(rng, int(rng.choice([0, 1, 2, 5, 17, 60, 250])))
@@ -340,9 +345,11 @@ def test_compiled_pools_equal_the_numpy_reference(seed):
         assert (any_vec, any_lex) == (bool(vec_ok.any()), bool(lex_ok.any()) and _lex_mode(cfg) != 0)
 
 
-def test_compiled_pools_take_read_only_and_strided_columns():
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_compiled_pools_take_read_only_and_strided_columns(backend, monkeypatch):
     from memofs.ranking.pools import pools
 
+    monkeypatch.setenv("MEMOFS_KERNELS", backend)
     f = _random_frame(np.random.default_rng(7), 400)
     cfg = RecallConfig()
     want = _reference_pools(f, cfg, 10)

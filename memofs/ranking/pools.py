@@ -9,14 +9,16 @@
    block score / 10, already cut to each file's top ``K*2``) join the lexical pool as
    upstream unions them, unless ``use_phrase_scan`` is off.
 
-:func:`top_rows` is the reference selection (numpy, one pool at a time); :func:`pools` runs
-the same selection compiled, both pools in one pass over the frame, and is tested equal to
-it, ties included. The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are
-what both fusions return, and the per-candidate terms here (:func:`lexical_score`,
-:func:`lexical_saturated`, :func:`recency`, :func:`confidence`, :func:`unverified`,
-:func:`superseded`, :func:`round_half_up`) are what
-both fusions compute from a frame: one definition each, so the learned features are the
-formula's own terms.
+:func:`top_rows` is the reference selection (numpy, one pool at a time) and :func:`select`
+builds both pools and their union with it; :func:`pools` runs that, or the same selection
+compiled in one pass over the frame (:mod:`memofs.ranking.pool_kernel`) where
+:func:`memofs.signals.kernels.compiled` says so; the two are tested equal, ties included.
+
+The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are what both fusions
+return, and the per-candidate terms here (:func:`lexical_score`, :func:`lexical_saturated`,
+:func:`recency`, :func:`confidence`, :func:`unverified`, :func:`superseded`,
+:func:`round_half_up`) are what both fusions compute from a frame: one definition each, so
+the learned features are the formula's own terms.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.saturation import clamp01, saturate
+from memofs.signals import kernels
 from memofs.signals.frame import OTHER_KIND, SignalFrame
 
 
@@ -180,7 +182,7 @@ def _weights(frame: SignalFrame, cfg: RecallConfig, any_vec: bool, any_lex: bool
 
 def top_rows(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: NDArray[np.int64], n: int) -> NDArray[np.int64]:
     """The ``n`` masked rows with the largest values, ties by ``order_key`` (id order).
-    Masked-in values must be finite. The reference form of :func:`pools`' compiled selection, which is tested equal to it."""
+    Masked-in values must not be NaN. The reference form of the compiled selection, which is tested equal to it."""
     count = int(np.count_nonzero(mask))
     if count == 0 or n <= 0:
         return np.zeros(0, dtype=np.int64)
@@ -199,13 +201,9 @@ def top_rows(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: ND
     return rows[np.lexsort((order_key[rows], -values[rows]))][:n]
 
 
-# --- compiled pool selection (steps 1-3 in one pass over the frame) -----------------------
-#
-# Each pool is a bounded heap whose root is its worst member under the rank order
-# (value descending, then order_key ascending, then row ascending: np.lexsort's stable
-# order, so the pools equal top_rows' exactly, ties included). Lexical scores are computed
-# with the same floating-point operations as lexical_score (no fastmath, no FMA).
+# --- pool selection (steps 1-3) -------------------------------------------------------
 
+# which of bm25 and fuzzy the lexical score sums (pool_kernel's mode codes)
 _LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
 
 
@@ -213,208 +211,28 @@ def _lex_mode(cfg: RecallConfig) -> int:
     return (_LEX_BM25 if cfg.use_bm25 else 0) | (_LEX_FUZZY if cfg.use_fuzzy else 0)
 
 
-@njit(cache=True, inline="always")
-def _lex_at(bm25, fuzzy, i, mode, boost):  # pragma: no cover - compiled
-    if mode == 3:
-        return bm25[i] + boost * fuzzy[i]
-    if mode == 1:
-        return float(bm25[i])
-    if mode == 2:
-        return boost * fuzzy[i]
-    return 0.0
-
-
-@njit(cache=True, inline="always")
-def _before(va, ka, ra, vb, kb, rb):  # pragma: no cover - compiled
-    """Whether (value, order_key, row) ``a`` ranks before ``b``: value descending, then id
-    order, then row (np.lexsort's stable order, as :func:`_top`)."""
-    if va != vb:
-        return va > vb
-    if ka != kb:
-        return ka < kb
-    return ra < rb
-
-
-@njit(cache=True, inline="always")
-def _sift_down(hv, hk, hr, size, x, key, row):  # pragma: no cover - compiled
-    """Move the worse child up from the root of the heap ``[:size]`` while it ranks after
-    ``(x, key, row)``; returns the slot where that entry belongs (the caller writes it)."""
-    j = 0
-    while True:
-        w = 2 * j + 1
-        if w >= size:
-            return j
-        r = w + 1
-        if r < size and _before(hv[w], hk[w], hr[w], hv[r], hk[r], hr[r]):
-            w = r  # the worse child
-        if _before(hv[w], hk[w], hr[w], x, key, row):
-            return j
-        hv[j] = hv[w]
-        hk[j] = hk[w]
-        hr[j] = hr[w]
-        j = w
-
-
-@njit(cache=True)
-def _pool_block(a, b, mode, boost, positive, is_graph, include_graph, order_key, start, end, hv, hk, hr, size):  # pragma: no cover - compiled
-    """Offer rows ``start:end`` to a bounded heap (root: its worst member) of capacity
-    ``hv.size`` holding ``size``. A row's value is ``_lex_at(a, b, ...)`` (``a`` alone with
-    mode 1); it qualifies when eligible and finite (``positive`` False) or > 0 (True).
-    Returns the new size and whether any row qualified."""
-    cap = hv.size
-    found = False
-    for i in range(start, end):
-        if not include_graph and is_graph[i]:
-            continue
-        x = _lex_at(a, b, i, mode, boost)
-        if positive:
-            if not x > 0.0:
-                continue
-        elif not x - x == 0.0:
-            continue
-        found = True
-        if size == cap:
-            if cap == 0 or x < hv[0]:
-                continue
-            key = order_key[i]
-            if not _before(x, key, i, hv[0], hk[0], hr[0]):
-                continue
-            j = _sift_down(hv, hk, hr, size, x, key, i)  # replace the root
-        else:
-            key = order_key[i]
-            j = size  # append, sift up
-            size += 1
-            while j > 0:
-                p = (j - 1) // 2
-                if not _before(hv[p], hk[p], hr[p], x, key, i):
-                    break
-                hv[j] = hv[p]
-                hk[j] = hk[p]
-                hr[j] = hr[p]
-                j = p
-        hv[j] = x
-        hk[j] = key
-        hr[j] = i
-    return size, found
-
-
-@njit(cache=True)
-def _drain(hv, hk, hr, size):  # pragma: no cover - compiled
-    """Heap-sort a pool: its rows, best first."""
-    for end in range(size - 1, 0, -1):
-        x, key, row = hv[end], hk[end], hr[end]  # the root moves to ``end``; sift ``row`` down from 0
-        hv[end], hk[end], hr[end] = hv[0], hk[0], hr[0]
-        j = _sift_down(hv, hk, hr, end, x, key, row)
-        hv[j] = x
-        hk[j] = key
-        hr[j] = row
-    return hr[:size].copy()
-
-
-_BLOCK = 64  # rows per block of the scan's vectorised pre-filter
-
-
-@njit(cache=True, inline="always")
-def _entry_threshold(hv, size, any_hit, thr):  # pragma: no cover - compiled
-    """A pool's entry threshold after a block: a full pool's worst value (nothing below it
-    enters); NaN (nothing reaches it) for a pool of capacity 0 once a hit answered its
-    any_* question; else unchanged."""
-    if hv.size == 0:
-        return np.nan if any_hit else thr
-    return hv[0] if size == hv.size else thr
-
-
-@njit(cache=True)
-def _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
-    """One pass: the top ``n_vec`` eligible rows by finite cosine and the top ``n_lex`` by
-    lexical score > 0, each best first (as :func:`_top`), and whether any eligible row has
-    a finite cosine / a positive lexical score.
-
-    Rows go block by block: a branch-free count of the values that reach each pool's entry
-    threshold (which the compiler vectorises) skips most blocks once the pools are full;
-    the rest are offered row by row."""
-    n = cosine.size
-    vh = np.empty(max(0, min(n_vec, n)))
-    vk = np.empty(vh.size, dtype=np.int64)
-    vr = np.empty(vh.size, dtype=np.int64)
-    lh = np.empty(max(0, min(n_lex, n)))
-    lk = np.empty(lh.size, dtype=np.int64)
-    lr = np.empty(lh.size, dtype=np.int64)
-    vs = 0
-    ls = 0
-    # entry thresholds: a full pool's worst value (nothing below it enters); NaN, which
-    # nothing reaches, once a path without a pool has answered its any_* question
-    vthr = -np.inf
-    lthr = 5e-324  # the least positive double: lexical > 0
-    any_vec = False
-    any_lex = False
-    for start in range(0, n, _BLOCK):
-        end = min(start + _BLOCK, n)
-        hits = 0
-        if vthr == vthr:
-            for i in range(start, end):
-                if cosine[i] >= vthr:
-                    hits += 1
-        if hits:
-            vs, found = _pool_block(cosine, cosine, 1, 1.0, False, is_graph, include_graph, order_key, start, end, vh, vk, vr, vs)
-            any_vec |= found
-            vthr = _entry_threshold(vh, vs, any_vec, vthr)
-        if mode == 0 or lthr != lthr:
-            continue
-        hits = 0
-        if mode == 3:
-            for i in range(start, end):
-                if bm25[i] + boost * fuzzy[i] >= lthr:
-                    hits += 1
-        elif mode == 1:
-            for i in range(start, end):
-                if bm25[i] >= lthr:
-                    hits += 1
-        else:
-            for i in range(start, end):
-                if boost * fuzzy[i] >= lthr:
-                    hits += 1
-        if hits:
-            ls, found = _pool_block(bm25, fuzzy, mode, boost, True, is_graph, include_graph, order_key, start, end, lh, lk, lr, ls)
-            any_lex |= found
-            lthr = _entry_threshold(lh, ls, any_lex, lthr)
-    return _drain(vh, vk, vr, vs), _drain(lh, lk, lr, ls), any_vec, any_lex
-
-
-@njit(cache=True)
-def _union(vec_top, lex_top, bm25, fuzzy, mode, boost):  # pragma: no cover - compiled
-    """Ascending union of two row sets, membership flags, and the rows' lexical scores."""
-    codes = np.empty(vec_top.size + lex_top.size, dtype=np.int64)
-    for j in range(vec_top.size):
-        codes[j] = vec_top[j] * 2
-    for j in range(lex_top.size):
-        codes[vec_top.size + j] = lex_top[j] * 2 + 1
-    codes.sort()
-    rows = np.empty(codes.size, dtype=np.int64)
-    in_vec = np.zeros(codes.size, dtype=np.bool_)
-    in_lex = np.zeros(codes.size, dtype=np.bool_)
-    m = -1
-    for j in range(codes.size):
-        r = codes[j] >> 1
-        if m < 0 or rows[m] != r:
-            m += 1
-            rows[m] = r
-        if codes[j] & 1:
-            in_lex[m] = True
-        else:
-            in_vec[m] = True
-    m += 1
-    lex = np.empty(m)
-    for j in range(m):
-        lex[j] = _lex_at(bm25, fuzzy, rows[j], mode, boost)
-    return rows[:m].copy(), in_vec[:m].copy(), in_lex[:m].copy(), lex
-
-
-@njit(cache=True)
-def _select(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex):  # pragma: no cover - compiled
-    vec_top, lex_top, any_vec, any_lex = _scan(cosine, bm25, fuzzy, is_graph, order_key, mode, boost, include_graph, n_vec, n_lex)
-    rows, in_vec, in_lex, lex = _union(vec_top, lex_top, bm25, fuzzy, mode, boost)
-    return rows, in_vec, in_lex, lex, vec_top.size, lex_top.size, any_vec, any_lex
+def select(cosine: NDArray[np.float64], bm25: NDArray[np.float64], fuzzy: NDArray[np.float64], excluded: NDArray[np.bool_],
+           order_key: NDArray[np.int64], mode: int, boost: float, include_graph: bool, n_vec: int, n_lex: int
+           ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_], NDArray[np.float64], int, int, bool, bool]:
+    """The two pools and their union, in numpy (the reference of
+    :func:`memofs.ranking.pool_kernel.select`, which returns the same tuple):
+    ``(rows, in_vec, in_lex, lexical of rows, vector pool size, lexical pool size,
+    any eligible finite cosine, any eligible lexical > 0)``. Rows are eligible unless
+    ``excluded`` (unless ``include_graph``); the vector pool takes finite cosines, the
+    lexical pool scores > 0 under ``mode``."""
+    eligible = np.ones(cosine.size, dtype=bool) if include_graph else ~excluded
+    vec_ok = eligible & np.isfinite(cosine)
+    vec_top = top_rows(cosine, vec_ok, order_key, n_vec)
+    if mode == _LEX_NONE:
+        lex, lex_top, any_lex = np.zeros(cosine.size), np.zeros(0, dtype=np.int64), False
+    else:
+        lex = (bm25 + boost * fuzzy if mode == _LEX_BOTH else np.asarray(bm25, dtype=np.float64) if mode == _LEX_BM25
+               else boost * fuzzy)
+        lex_ok = eligible & (lex > 0)
+        lex_top, any_lex = top_rows(lex, lex_ok, order_key, n_lex), bool(lex_ok.any())
+    rows = np.union1d(vec_top, lex_top).astype(np.int64, copy=False)
+    return (rows, np.isin(rows, vec_top), np.isin(rows, lex_top), lex[rows], int(vec_top.size), int(lex_top.size),
+            bool(vec_ok.any()), any_lex)
 
 
 def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
@@ -429,7 +247,7 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
     n_vec = math.ceil(k * cfg.vector_pool_multiplier) if wv_max > 0 else 0
     n_lex = math.ceil(k * cfg.lexical_pool_multiplier) if wl_max > 0 else 0
     mode = _lex_mode(cfg)
-    # rows the compiled scan skips: graph documents (unless include_graph_docs) and
+    # rows the selection skips: graph documents (unless include_graph_docs) and
     # phrase-scan blocks, which are candidates of their own (upstream unions its BM25 top
     # K*2 with each file's top K*2 blocks, already cut by the scan), added below
     excluded, include_graph = frame.is_graph, bool(cfg.include_graph_docs)
@@ -439,7 +257,11 @@ def pools(frame: SignalFrame, cfg: RecallConfig, k: int) -> Pools:
         include_graph = False
         if cfg.use_phrase_scan and n_lex > 0:
             blocks = np.flatnonzero(frame.is_phrase)
-    rows, in_vec, in_lex, lex, got_vec, got_lex, any_vec, any_lex = _select(
+    if kernels.compiled():
+        from memofs.ranking.pool_kernel import select as run
+    else:
+        run = select
+    rows, in_vec, in_lex, lex, got_vec, got_lex, any_vec, any_lex = run(
         frame.cosine, frame.bm25, frame.fuzzy, excluded, frame.order_key,
         mode, float(cfg.fuzzy_boost), include_graph, max(n_vec, 0), max(n_lex, 0),
     )

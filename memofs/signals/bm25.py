@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from memofs.signals.bm25_kernel import top_k_postings
+from memofs.signals import kernels
 from memofs.signals.fuzzy import OverlapIndex, Postings, Tokenizer
 from memofs.text.tokenize import tokenize
 
@@ -162,17 +162,21 @@ class BM25Index(OverlapIndex):
     def search(self, query: str | Sequence[str], top_k: int = 10, *, fuzzy: bool = True) -> list[tuple[str, float]]:
         """Top ``top_k`` (id, rawScore) with rawScore > 0, ties broken by id.
 
-        Without the fuzzy term this runs the compiled postings kernel and never touches
-        documents outside the query's postings.
+        Without the fuzzy term, when :func:`memofs.signals.kernels.compiled`, this runs the
+        compiled postings kernel and never touches documents outside the query's postings
+        (the same sums in the same order as :meth:`score`, so the same list).
         """
-        if fuzzy and self.fuzzy_boost > 0:
-            return self.score(query, fuzzy=True).top(top_k)
+        fuzzy = fuzzy and self.fuzzy_boost > 0
+        if fuzzy or not kernels.compiled():
+            return self.score(query, fuzzy=fuzzy).top(top_k)
         if top_k <= 0:
             return []
         lay = self._refresh()
         cols = np.array([lay.vocab[t] for t in dict.fromkeys(self._terms(query)) if t in lay.vocab], dtype=np.int64)
         if cols.size == 0:
             return []
+        from memofs.signals.bm25_kernel import top_k_postings
+
         w = lay.weights
         rows, scores = top_k_postings(w.indptr, w.indices, w.data, cols, len(lay.ids), top_k, lay.order_key)
         return [(lay.ids[r], float(s)) for r, s in zip(rows.tolist(), scores.tolist())]

@@ -16,7 +16,10 @@ the distinct query terms in first-seen order, then divide once):
 * every document at once: :class:`OverlapIndex`, documents' terms by id laid out
   term-major, credits found at the vocabulary level (:class:`VocabularyMatcher`). BM25's
   fuzzy column (:class:`memofs.signals.bm25.BM25Index` extends it) and the deterministic
-  reranker's full-corpus column (``Recaller.signals``) both come from it.
+  reranker's full-corpus column (``Recaller.signals``) both come from it. Its per-term
+  step runs compiled (:func:`memofs.signals.bm25_kernel.add_fuzzy_term`) or in numpy
+  (:func:`add_term_credit`), as :func:`memofs.signals.kernels.compiled` says; the floats are
+  the same.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from memofs.signals.bm25_kernel import add_fuzzy_term
+from memofs.signals import kernels
 from memofs.signals.term_counts import TermCounts, Tokenizer
 from memofs.text.tokenize import tokenize
 
@@ -205,13 +208,33 @@ class Postings:
         if not terms or not n:
             return fz
         m = self.tf
-        credit, seen, touched = np.zeros(n), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)
-        for term, mult in Counter(terms).items():
-            j = self.vocab.get(term)
-            add_fuzzy_term(m.indptr, m.indices, self.related(term), -1 if j is None else j, float(partial),
-                           float(mult), fz, credit, seen, touched)
+        if kernels.compiled():
+            from memofs.signals.bm25_kernel import add_fuzzy_term
+
+            credit, seen, touched = np.zeros(n), np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)
+            for term, mult in Counter(terms).items():
+                j = self.vocab.get(term)
+                add_fuzzy_term(m.indptr, m.indices, self.related(term), -1 if j is None else j, float(partial),
+                               float(mult), fz, credit, seen, touched)
+        else:
+            for term, mult in Counter(terms).items():
+                add_term_credit(m, self.related(term), self.vocab.get(term), float(partial), float(mult), fz)
         fz /= len(terms)
         return fz
+
+
+def add_term_credit(tf: sp.csc_matrix, related: NDArray[np.int64], exact: int | None, partial: float, mult: float,
+                    fz: NDArray[np.float64]) -> None:
+    """``fz += mult * credit`` for one distinct query term, in numpy: ``credit`` is 1 for a
+    document holding term column ``exact``, ``partial`` for one holding any ``related``
+    column, else 0 (adding ``mult * 0.0`` leaves a non-negative float as it was, so this
+    equals the compiled kernel's visit of the postings only, bit for bit)."""
+    credit = np.zeros(fz.size)
+    if related.size:
+        credit[tf[:, related].indices] = partial
+    if exact is not None:
+        credit[tf.indices[tf.indptr[exact]:tf.indptr[exact + 1]]] = 1.0
+    fz += mult * credit
 
 
 class OverlapIndex:

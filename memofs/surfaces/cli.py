@@ -14,6 +14,10 @@ Human output by default, ``--json`` for machines. Exit codes (memofs/store/STORE
 lexical-only recall; otherwise the zero-key tiers of :mod:`memofs.signals.embedders.select`.
 ``remember`` does not load the model unless ``MEMOFS_EMBED_ON_WRITE=1``: the next
 ``recall``/``context`` embeds new memories once and persists their vectors.
+Each command is one process answering once, so it runs numpy's loops, not numba's
+(:mod:`memofs.signals.kernels`: the compiled kernels' load costs more than they save on one
+query); ``memofs mcp`` serves many queries and runs the compiled ones. ``MEMOFS_KERNELS``
+(``numba``/``numpy``) overrides both.
 The wall clock is used here and only here; the library takes injected clocks.
 """
 
@@ -31,6 +35,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from memofs.files.records import MEMORY_KINDS
+from memofs.signals import kernels
 
 TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
 
@@ -666,6 +671,7 @@ def mcp(
             except ValueError as exc:
                 raise CliError(str(exc)) from None
         ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
+        kernels.prefer("numba")  # a long-lived server: the compiled kernels pay for their load
         serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro, http=http)
 
     _guard(run)
@@ -684,6 +690,11 @@ def _argv_problem(argv: list[str]) -> str | None:
 
 def main() -> None:
     problem = _argv_problem(sys.argv[1:])
+    kernels.prefer("numpy")  # one query per process (``memofs mcp`` switches back)
+    try:
+        kernels.backend()
+    except ValueError as exc:
+        problem = problem or str(exc)
     if problem:
         typer.echo(f"memofs: error: {problem}", err=True)
         sys.exit(EXIT_ERROR)
