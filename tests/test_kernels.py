@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from datasets.format import bundled_datasets, load_dataset
+from memofs_datasets.format import bundled_datasets, load_dataset
 from memofs.ranking.recall import Recaller
 from memofs.signals import kernels
 from memofs.signals.bm25 import BM25Index
