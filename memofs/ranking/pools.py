@@ -105,15 +105,29 @@ def round_half_up(x: NDArray[np.float64], decimals: int) -> NDArray[np.float64]:
     return np.floor(np.asarray(x, dtype=np.float64) * scale + 0.5) / scale
 
 
+# which of bm25 and fuzzy the lexical score sums (pool_kernel's mode codes)
+_LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
+
+
+def _lex_mode(cfg: RecallConfig) -> int:
+    return (_LEX_BM25 if cfg.use_bm25 else 0) | (_LEX_FUZZY if cfg.use_fuzzy else 0)
+
+
+def lexical_values(bm25: NDArray[np.float64], fuzzy: NDArray[np.float64], mode: int, boost: float) -> NDArray[np.float64]:
+    """Step 1 for a lexical mode (:func:`_lex_mode`): ``bm25 + boost * fuzzy``, ``bm25``,
+    ``boost * fuzzy`` or zeros (a new array)."""
+    if mode == _LEX_BOTH:
+        return bm25 + boost * fuzzy
+    if mode == _LEX_BM25:
+        return bm25.astype(np.float64, copy=True)
+    if mode == _LEX_FUZZY:
+        return boost * fuzzy
+    return np.zeros(len(bm25))
+
+
 def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
     """``use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy`` (step 1)."""
-    if cfg.use_bm25 and cfg.use_fuzzy:
-        return frame.bm25 + cfg.fuzzy_boost * frame.fuzzy
-    if cfg.use_bm25:
-        return frame.bm25.astype(np.float64, copy=True)
-    if cfg.use_fuzzy:
-        return cfg.fuzzy_boost * frame.fuzzy
-    return np.zeros(len(frame))
+    return lexical_values(frame.bm25, frame.fuzzy, _lex_mode(cfg), cfg.fuzzy_boost)
 
 
 def lexical_saturated(lexical: NDArray[np.float64], is_phrase: NDArray[np.bool_], cfg: RecallConfig) -> NDArray[np.float64]:
@@ -203,13 +217,6 @@ def top_rows(values: NDArray[np.float64], mask: NDArray[np.bool_], order_key: ND
 
 # --- pool selection (steps 1-3) -------------------------------------------------------
 
-# which of bm25 and fuzzy the lexical score sums (pool_kernel's mode codes)
-_LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
-
-
-def _lex_mode(cfg: RecallConfig) -> int:
-    return (_LEX_BM25 if cfg.use_bm25 else 0) | (_LEX_FUZZY if cfg.use_fuzzy else 0)
-
 
 def select(cosine: NDArray[np.float64], bm25: NDArray[np.float64], fuzzy: NDArray[np.float64], excluded: NDArray[np.bool_],
            order_key: NDArray[np.int64], mode: int, boost: float, include_graph: bool, n_vec: int, n_lex: int
@@ -223,11 +230,10 @@ def select(cosine: NDArray[np.float64], bm25: NDArray[np.float64], fuzzy: NDArra
     eligible = np.ones(cosine.size, dtype=bool) if include_graph else ~excluded
     vec_ok = eligible & np.isfinite(cosine)
     vec_top = top_rows(cosine, vec_ok, order_key, n_vec)
+    lex = lexical_values(bm25, fuzzy, mode, boost)
     if mode == _LEX_NONE:
-        lex, lex_top, any_lex = np.zeros(cosine.size), np.zeros(0, dtype=np.int64), False
+        lex_top, any_lex = np.zeros(0, dtype=np.int64), False
     else:
-        lex = (bm25 + boost * fuzzy if mode == _LEX_BOTH else np.asarray(bm25, dtype=np.float64) if mode == _LEX_BM25
-               else boost * fuzzy)
         lex_ok = eligible & (lex > 0)
         lex_top, any_lex = top_rows(lex, lex_ok, order_key, n_lex), bool(lex_ok.any())
     rows = np.union1d(vec_top, lex_top).astype(np.int64, copy=False)
