@@ -41,20 +41,26 @@ def derived_appends() -> Iterator[None]:
         _DERIVED.reset(token)
 
 
-def append_line(path: Path, obj: dict[str, Any]) -> None:
+def compact(obj: dict[str, Any]) -> str:
+    """``obj`` as one compact JSON line (no newline), as :func:`append_line` writes it."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def append_line(path: Path, obj: dict[str, Any]) -> os.stat_result | None:
     """Append one compact JSON line (:func:`append_lines`)."""
-    append_lines(path, [json.dumps(obj, ensure_ascii=False, separators=(",", ":"))])
+    return append_lines(path, [compact(obj)])
 
 
-def append_lines(path: Path, lines: Iterable[str]) -> None:
+def append_lines(path: Path, lines: Iterable[str]) -> os.stat_result | None:
     """Append whole lines with a single write on an O_APPEND descriptor, then fsync
-    (no fsync inside :func:`derived_appends`).
+    (no fsync inside :func:`derived_appends`). Returns the file's ``fstat`` after the write
+    (None when there was nothing to write), for :func:`file_key`.
 
     The caller holds the file's writer lock and has called :func:`repair_tail` first, so
     a crash leaves at most a torn last line, which readers skip and the next writer cuts."""
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     if not data:
-        return
+        return None
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         view = memoryview(data)
@@ -63,8 +69,18 @@ def append_lines(path: Path, lines: Iterable[str]) -> None:
             view = view[n:]
         if not _DERIVED.get():
             os.fsync(fd)
+        return os.fstat(fd)
     finally:
         os.close(fd)
+
+
+FileKey = tuple[int, int, int]
+
+
+def file_key(st: os.stat_result) -> FileKey:
+    """``(inode, size, mtime_ns)``: what a writer compares to know a file is exactly as its
+    own last append left it (any append, cut, replacement or edit since changes one)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def fsync_file(path: Path) -> None:
@@ -174,6 +190,19 @@ class AppendCursor:
         self.tail = (self.tail + data)[-_TAIL_BYTES:]
         self.lines += data.count(b"\n")
         return data, whole
+
+    def advance(self, data: bytes, st: os.stat_result) -> bool:
+        """Count ``data``, complete lines this process has just appended, as read, without
+        reading them back; ``st`` is the file's ``fstat`` after the append. Only when they
+        are exactly what follows the offset (same inode, the size grew by ``len(data)``:
+        nothing else was appended or cut since the last :meth:`read`); returns whether it
+        did (if not, the next :meth:`read` reads the file as usual)."""
+        if st.st_ino != self.inode or self.offset + len(data) != st.st_size or not data.endswith(b"\n"):
+            return False
+        self.offset += len(data)
+        self.tail = (self.tail + data)[-_TAIL_BYTES:]
+        self.lines += data.count(b"\n")
+        return True
 
 
 def tail_lines(path: Path, n: int, block: int = 1 << 16) -> list[bytes]:

@@ -27,7 +27,8 @@ Durability rules:
   warning (the store stays readable); the next writer, under the lock, moves the torn
   bytes to ``.memofs/tmp/`` and cuts the file back to its last complete line before
   appending, so a torn line never ends up in the middle of a file. At most the write in
-  flight is lost.
+  flight is lost. (A file exactly as this process's own last append left it, by inode,
+  size and mtime, needs no check: ``Store._ready_to_append``.)
 * ``remember`` fsyncs only what it acknowledges: the memory line. The ``memory.created``
   event and the graph facts are *derived* from that line, so they are appended without
   their own fsync (:func:`memofs.files.jsonl.derived_appends`; a killed process still
@@ -64,7 +65,8 @@ from numpy.typing import NDArray
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import AppendCursor, append_line, derived_appends, fsync_file, repair_tail, tail_lines
+from memofs.files.jsonl import (AppendCursor, FileKey, append_line, append_lines, compact, derived_appends, file_key, fsync_file,
+                                repair_tail, tail_lines)
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import Cached, MemoriesSidecar
 from memofs.files.sidecar import PrefixStamp, sha256_column
@@ -305,6 +307,10 @@ class Store:
         self._graph: EntityGraph | None = None
         self._graph_cursors = (AppendCursor(), AppendCursor())
         self._unsynced = 0  # this process's derived appends since its last checkpoint
+        # file_key of each file as this process's last append left it: a file still so needs
+        # no tail repair, and memories.jsonl still so needs no read for _known_ids
+        self._left: dict[Path, FileKey] = {}
+        self._ids_at: FileKey | None = None  # memories.jsonl's key when _ids was last complete
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -617,12 +623,9 @@ class Store:
         if not p.dir.is_dir():
             raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
         with self.lock():
-            for f in (p.memories, p.events):  # a FIFO here would block the append forever
-                if f.exists():
-                    safe_json.require_regular(f, f.stat())
-            repair_tail(p.memories, p.tmp)
-            repair_tail(p.events, p.tmp)
-            existing = self._known_ids()
+            unchanged = self._ready_to_append(p.memories)
+            self._ready_to_append(p.events)
+            existing = self._ids if unchanged and unchanged == self._ids_at else self._known_ids()
             mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
             salt = 0
             while mem_id in existing:  # same text, same instant: still a new memory
@@ -630,13 +633,24 @@ class Store:
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
-            append_line(p.memories, memory_to_json(memory))  # the acknowledged record: fsynced
+            line = compact(memory_to_json(memory))
+            after = append_lines(p.memories, [line])  # the acknowledged record: fsynced
+            assert after is not None
+            self._left[p.memories] = file_key(after)
+            # our own line counts as read (no read-back), unless another writer slipped in
+            if self._ids_cursor.advance((line + "\n").encode("utf-8"), after):
+                existing.add(mem_id)
+                self._ids_at = file_key(after)
             with derived_appends():  # derived from it: made durable by the next checkpoint
-                append_line(p.events, self._created_event(memory, actor))
+                after = append_line(p.events, self._created_event(memory, actor))
+                assert after is not None
+                self._left[p.events] = file_key(after)
                 self._extract_graph([text])
             self._unsynced += 1
             if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
-                self._checkpoint_derived(self._ids_cursor.lines + 1)  # the lines _known_ids read, plus ours
+                # the lines _known_ids read, plus ours (already counted if the cursor advanced)
+                lines = self._ids_cursor.lines + (0 if self._ids_at == self._left[p.memories] else 1)
+                self._checkpoint_derived(lines)
         if vector is not None:
             from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 
@@ -648,6 +662,23 @@ class Store:
                 log.warning("could not store the vector of %s (%s); it will be re-embedded on load", mem_id, exc)
         return memory
 
+    def _ready_to_append(self, path: Path) -> FileKey | None:
+        """Check ``path`` before an append (caller holds the lock): a FIFO or directory there
+        would block or break the append (an error naming it), and a torn last line is cut
+        (:func:`repair_tail`). Returns the file's key when it is exactly as this process's
+        last append left it, which needs no repair: a complete line ends it (the tail is
+        read only for a file that changed since)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        safe_json.require_regular(path, st)
+        key = file_key(st)
+        if self._left.get(path) == key:
+            return key
+        repair_tail(path, self.paths.tmp)
+        return None
+
     def _known_ids(self) -> set[str]:
         """Every id in memories.jsonl (caller holds the lock): the ids of the lines appended
         since the last call are added; a replaced or edited file is read again whole. Ids are
@@ -656,6 +687,7 @@ class Store:
         if whole:
             self._ids = set()
         self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
+        self._ids_at = None  # complete as of the read, not of a key remember can compare
         return self._ids
 
     def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
