@@ -261,8 +261,9 @@ def test_d1_story_through_the_cli_with_minilm(tmp_path: Path) -> None:
     assert "React Query for server state" in nodes  # "Frontend uses ..." is a uses-fact
 
     def recall() -> list[dict]:
-        out = json.loads(_cli(tmp_path, "recall", "-q", D1_QUERY, "--json", "--explain").stdout)
-        return out["results"]
+        res = _cli(tmp_path, "recall", "-q", D1_QUERY, "--json", "--explain")
+        assert "Loading weights" not in res.stderr and "it/s" not in res.stderr  # no progress bar on stderr
+        return json.loads(res.stdout)["results"]
 
     ours = recall()
     assert ours[0]["text"] == D1

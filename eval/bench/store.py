@@ -49,7 +49,7 @@ from memofs_eval.bench.recall import (
 @dataclass(frozen=True)
 class StoreBenchConfig:
     prefill: tuple[int, ...] = (0, 1000, 10000, 100000)
-    writes: int = 30
+    writes: int = 100
     writes_embedded: int = 5
     rehydrate_sizes: tuple[int, ...] = (1000, 10000, 100000)
     encode_sample: int = 256

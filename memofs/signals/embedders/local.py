@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,25 @@ def default_model_path() -> Path:
     return path
 
 
+@contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar off while the model loads from local
+    disk: on a CLI's stderr (every `memofs recall`) it is noise, not progress worth showing.
+    The bar's previous state is restored afterwards."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # nothing to silence
+        yield
+        return
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def load_sentence_transformer(model: str, device: str = "cpu") -> Any:
     """The SentenceTransformer for ``model`` (a path or a name), loaded once per process.
 
@@ -55,7 +75,8 @@ def load_sentence_transformer(model: str, device: str = "cpu") -> Any:
         if looks_like_path and not Path(model).expanduser().is_dir():
             raise EmbedderError(f"Failed to initialize the local embedder: no model directory at {model}")
         try:
-            st = SentenceTransformer(str(Path(model).expanduser()) if looks_like_path else model, device=device)
+            with _quiet_loading():
+                st = SentenceTransformer(str(Path(model).expanduser()) if looks_like_path else model, device=device)
         except Exception as exc:  # any loader failure (missing files, no hub offline, bad config)
             raise EmbedderError(f"Failed to initialize the local embedder: {exc}") from exc
         _MODELS[key] = st
