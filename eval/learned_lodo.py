@@ -49,7 +49,7 @@ DATASETS = ("agent-memory", "locomo", "longmemeval")
 #: signal settings per query text (changes to the dataset spec's default config)
 QUERY_MODES: dict[str, dict[str, bool]] = {"rewritten": {}, "raw": {"use_rewrite": False, "use_lexicon": False, "use_entity_boost": False}}
 FAMILIES = ("pairwise-logistic", "lambdamart")
-SELECT_FEATURE_SETS = ("portable", "portable+time", "portable+time+trust", "portable+time+context", "all")
+SELECT_FEATURE_SETS = ("portable", "portable+time", "portable+time+trust", "portable+time+context", "all", "ranks", "peers")
 C = 1.0
 LGBM_PARAMS: dict[str, object] = {
     "objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 50, "lambda_l2": 1.0,

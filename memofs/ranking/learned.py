@@ -193,6 +193,12 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
                 "is_question", "after_question_lexical_rel", "after_question_cosine_rel", "has_time", "when_x_has_time"),
     "absolute": ("lexical", "lexical_saturated", "bm25", "fuzzy", "cosine", "rerank", "log_age", "age_missing",
                  "recency", "age_rel"),
+    # low-capacity subsets of ``portable`` (a model with fewer degrees of freedom has less of
+    # one corpus's shape to carry to another): ranks and pool membership only; peers' fused
+    # scores only
+    "ranks": ("lexical_rr", "in_lexical_pool", "cosine_missing", "vector_rr", "in_vector_pool", "lexical_rank_log",
+              "cosine_rank_log", "rrf"),
+    "peers": ("rrf", "rrf_norm", "wsum_norm"),
 }
 #: candidate feature sets of the nested selection, each a union of groups
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
@@ -201,6 +207,8 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "portable+time+trust": ("portable", "time", "trust"),
     "portable+time+context": ("portable", "time", "context"),
     "all": tuple(FEATURE_GROUPS),
+    "ranks": ("ranks",),
+    "peers": ("peers",),
 }
 
 
