@@ -53,7 +53,7 @@ class StoreBenchConfig:
     writes_embedded: int = 5
     rehydrate_sizes: tuple[int, ...] = (1000, 10000, 100000)
     encode_sample: int = 256
-    rehydrate_repeat_below: int = 10000  # larger stores are timed once (the file write alone takes tens of seconds)
+    rehydrate_repeat_below: int = 100000  # later starts up to this size: median of 3 (one run of ~1 s is as noisy as the machine)
     encode_cap: int = 6000
     noise: float = 0.025
     cli_calls: int = 3
@@ -282,9 +282,13 @@ def bench_rehydrate(cfg: StoreBenchConfig, live, rate: float, cache
             write_store(Path(tmp), texts, vectors, live.name, cfg.seed)
             store = st.Store.open(tmp)
             _, first = timed(lambda: st.rehydrate(store, embedder=live))  # parses everything, writes the sidecar
-            repeats = 3 if n <= cfg.rehydrate_repeat_below else 1  # small stores: median of 3 sidecar starts
-            runs = [timed(lambda: st.rehydrate(store, embedder=live)) for _ in range(repeats)]
-            res, dt = runs[-1][0], statistics.median(t for _, t in runs)
+            repeats = 3 if n <= cfg.rehydrate_repeat_below else 1  # median of 3 sidecar starts
+            times = []
+            for _ in range(repeats):
+                res = None  # one rehydrated store alive at a time
+                res, t = timed(lambda: st.rehydrate(store, embedder=live))
+                times.append(t)
+            dt = statistics.median(times)
             if res.embedded:
                 print(f"[bench.store] rehydrate re-embedded {res.embedded} of {n} memories (expected 0)")
             out.append(RehydrateResult(n, dt, res.embedded, res.loaded_vectors, n / rate, first))
