@@ -6,6 +6,10 @@ from datetime import datetime
 
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memofs.graph import extract
 from memofs.graph.extract import RuleBasedExtractor, clean_line, normalize_label, slug
 from memofs.graph.entity_graph import EntityGraph
 from memofs.files.records import GraphEdge, GraphNode
@@ -151,3 +155,32 @@ def test_output_loads_into_graph():
     assert g.retired_ids() == {"concept:jwt"}
     assert g.entity_state("concept:auth") == "uses OAuth"
     assert g.entity_state("concept:oauth") == "supersedes JWT"
+
+
+# ---------------------------------------------------------------- the trigger gate
+# match_fact searches its rules only on lines holding FACT_TRIGGER; the reference below is
+# the rules without the gate, in the same order.
+def ungated_match(line: str):
+    m = extract._ARROW_TRIPLE.match(line)
+    if m:
+        return m.group(1), extract._RELATION_RUN.sub("_", m.group(2).lower()), m.group(3)
+    for pattern, edge_type in extract._VERB_RULES:
+        m = pattern.match(line)
+        if m:
+            return m.group(1), edge_type, m.group(2)
+    return None
+
+
+LINE_PIECES = ["The API", "billing", " ", "  ", "\t", "uses", "USES", "use", "is using", "IS\tUSING", "depends on",
+               "Depends  On", "requires", "needs", "prefers", "likes", "blocks", "is blocking", "supersedes",
+               "replaces", "deprecates", "owns", "maintains", "->", "=>", "- >", "calls_api", "Stripe", "redis",
+               "because", "user", "u\u017fes", "\u212a", "maıntains", "ownership", "-", "=", ">", "x"]
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(LINE_PIECES), max_size=9).map("".join))
+def test_gated_rules_equal_the_ungated_rules(line: str) -> None:
+    assert extract.match_fact(line) == ungated_match(line)
+    for pattern, _ in ((extract._ARROW_TRIPLE, None), *extract._VERB_RULES):
+        if pattern.match(line):
+            assert extract.FACT_TRIGGER.search(line)

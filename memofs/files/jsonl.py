@@ -46,21 +46,24 @@ def compact(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def append_line(path: Path, obj: dict[str, Any]) -> os.stat_result | None:
-    """Append one compact JSON line (:func:`append_lines`)."""
-    return append_lines(path, [compact(obj)])
+def append_line(path: Path, obj: dict[str, Any]) -> os.stat_result:
+    """Append one compact JSON line (:func:`append_bytes`)."""
+    return append_bytes(path, (compact(obj) + "\n").encode("utf-8"))
 
 
 def append_lines(path: Path, lines: Iterable[str]) -> os.stat_result | None:
-    """Append whole lines with a single write on an O_APPEND descriptor, then fsync
-    (no fsync inside :func:`derived_appends`). Returns the file's ``fstat`` after the write
-    (None when there was nothing to write), for :func:`file_key`.
+    """Append whole lines (:func:`append_bytes`); None when there is nothing to write."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    return append_bytes(path, data) if data else None
+
+
+def append_bytes(path: Path, data: bytes) -> os.stat_result:
+    """Append ``data`` (whole lines, each ending in a newline) with a single write on an
+    O_APPEND descriptor, then fsync (no fsync inside :func:`derived_appends`). Returns the
+    file's ``fstat`` after the write, for :func:`file_key`.
 
     The caller holds the file's writer lock and has called :func:`repair_tail` first, so
     a crash leaves at most a torn last line, which readers skip and the next writer cuts."""
-    data = "".join(line + "\n" for line in lines).encode("utf-8")
-    if not data:
-        return None
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         view = memoryview(data)

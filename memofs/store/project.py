@@ -65,7 +65,7 @@ from numpy.typing import NDArray
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import (AppendCursor, FileKey, append_line, append_lines, compact, derived_appends, file_key, fsync_file,
+from memofs.files.jsonl import (AppendCursor, FileKey, append_bytes, append_line, compact, derived_appends, file_key, fsync_file,
                                 repair_tail, tail_lines)
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import Cached, MemoriesSidecar
@@ -310,7 +310,7 @@ class Store:
         # file_key of each file as this process's last append left it: a file still so needs
         # no tail repair, and memories.jsonl still so needs no read for _known_ids
         self._left: dict[Path, FileKey] = {}
-        self._ids_at: FileKey | None = None  # memories.jsonl's key when _ids was last complete
+        self._ids_current = False  # _ids complete as of this process's last append (_left)
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -625,7 +625,7 @@ class Store:
         with self.lock():
             unchanged = self._ready_to_append(p.memories)
             self._ready_to_append(p.events)
-            existing = self._ids if unchanged and unchanged == self._ids_at else self._known_ids()
+            existing = self._ids if unchanged and self._ids_current else self._known_ids()
             mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
             salt = 0
             while mem_id in existing:  # same text, same instant: still a new memory
@@ -633,23 +633,20 @@ class Store:
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
-            line = compact(memory_to_json(memory))
-            after = append_lines(p.memories, [line])  # the acknowledged record: fsynced
-            assert after is not None
+            data = (compact(memory_to_json(memory)) + "\n").encode("utf-8")
+            after = append_bytes(p.memories, data)  # the acknowledged record: fsynced
             self._left[p.memories] = file_key(after)
             # our own line counts as read (no read-back), unless another writer slipped in
-            if self._ids_cursor.advance((line + "\n").encode("utf-8"), after):
+            self._ids_current = self._ids_cursor.advance(data, after)
+            if self._ids_current:
                 existing.add(mem_id)
-                self._ids_at = file_key(after)
             with derived_appends():  # derived from it: made durable by the next checkpoint
-                after = append_line(p.events, self._created_event(memory, actor))
-                assert after is not None
-                self._left[p.events] = file_key(after)
+                self._left[p.events] = file_key(append_line(p.events, self._created_event(memory, actor)))
                 self._extract_graph([text])
             self._unsynced += 1
             if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
                 # the lines _known_ids read, plus ours (already counted if the cursor advanced)
-                lines = self._ids_cursor.lines + (0 if self._ids_at == self._left[p.memories] else 1)
+                lines = self._ids_cursor.lines + (0 if self._ids_current else 1)
                 self._checkpoint_derived(lines)
         if vector is not None:
             from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
@@ -687,7 +684,7 @@ class Store:
         if whole:
             self._ids = set()
         self._ids.update(raw.decode("utf-8", "replace") for raw in _ID_BYTES.findall(data))
-        self._ids_at = None  # complete as of the read, not of a key remember can compare
+        self._ids_current = False  # complete as of the read, not yet of an append of ours
         return self._ids
 
     def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
