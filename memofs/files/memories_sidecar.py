@@ -1,5 +1,6 @@
 """The binary sidecar of ``memories.jsonl`` (issue 18): every loaded :class:`Memory` as
-columns, so a start rebuilds the records without parsing and validating each JSON line.
+columns, so a start reads them without parsing and validating each JSON line, as a
+:class:`~memofs.files.memory_table.MemoryTable` that builds a record only when it is read.
 Validity (the prefix stamp plus a digest of the whole covered prefix), damage checks and
 crash-safe writing are :mod:`memofs.files.sidecar`'s; the
 store applies the lines appended after the covered prefix through its own parser.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from itertools import repeat
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -32,11 +32,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.files.records import MEMORY_KINDS, Anchor, Memory
-from memofs.files.sidecar import SHA_DTYPE, PrefixStamp, Sidecar, join_strings, sha256_column, split_strings
+from memofs.files.memory_table import NONE_US, MemoryTable
+from memofs.files.records import MEMORY_KINDS, Memory
+from memofs.files.sidecar import SHA_DTYPE, PrefixStamp, Sidecar, join_strings, sha256_column
 
 FORMAT = 2
-NONE_US = np.iinfo(np.int64).min
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 _KIND = {k: i for i, k in enumerate(MEMORY_KINDS)}
@@ -64,7 +64,7 @@ def _rest(m: Memory) -> str:
     return json.dumps(rest, ensure_ascii=False, separators=(",", ":")) if rest else ""
 
 
-def encode(memories: list[Memory], sha: NDArray[np.bytes_] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+def encode(memories: Sequence[Memory], sha: NDArray[np.bytes_] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """``(columns, namespaces)`` of ``memories`` (see the module doc); ``sha``: their text
     hashes when known (a load's), else each text is hashed."""
     n = len(memories)
@@ -92,61 +92,10 @@ def encode(memories: list[Memory], sha: NDArray[np.bytes_] | None = None) -> tup
     return cols, list(namespaces)
 
 
-def decode(cols: dict[str, np.ndarray], namespaces: list[str]) -> list[Memory]:
-    """The memories of :func:`encode`'s columns; ValueError (or KeyError, IndexError) when they are inconsistent.
-
-    A start builds every record here, so each column becomes its Python values in one
-    numpy or ``map`` call and the per-row loop only fills the records; the rare rows that
-    need more (a zone other than UTC, no timestamp, tags and the other ``rest`` fields) are
-    finished afterwards, found with numpy."""
-    ids, texts, rests = (split_strings(cols[c], cols[f"{c}_ends"]) for c in ("ids", "texts", "rest"))
-    n = len(ids)
-    kind_codes, created, offsets = cols["kind"], cols["created_us"], cols["created_off"]
-    conf, ns = cols["confidence"], cols["namespace"]
-    if not (len(texts) == len(rests) == n and all(len(cols[c]) == n for c in ("kind", "created_us", "created_off", "confidence", "namespace"))):
-        raise ValueError("columns of different lengths")
-    if n and (int(kind_codes.max()) >= len(MEMORY_KINDS) or int(ns.min()) < 0 or int(ns.max()) >= len(namespaces)):
-        raise ValueError("a code out of range")
-    kinds = np.array(MEMORY_KINDS, dtype=object)[kind_codes].tolist()
-    nss = np.array(namespaces, dtype=object)[ns].tolist()
-    confs = conf.astype(object)
-    confs[np.isnan(conf)] = None
-    confs = confs.tolist()
-    missing = created == NONE_US
-    # _EPOCH + timedelta(microseconds=us) for every row (exact integer arithmetic), the
-    # rows without a timestamp counted from 0 here and set to None below
-    stamps = list(map(_EPOCH.__add__, map(timedelta, repeat(0), repeat(0), np.where(missing, 0, created).tolist())))
-    zones: dict[int, timezone] = {}
-    for i in np.flatnonzero(missing | (offsets != 0)).tolist():
-        off = int(offsets[i])
-        if missing[i]:
-            stamps[i] = None
-        else:
-            tz = zones.get(off) or zones.setdefault(off, timezone(timedelta(seconds=off)))
-            stamps[i] = stamps[i].astimezone(tz)
-    # the frozen dataclass's __init__ sets each field through object.__setattr__ (~5 us a
-    # row, half a second at 100k); filling __dict__ gives the same instance (the fields were
-    # validated when the sidecar was written; a test compares every field with the parse)
-    new = object.__new__
-    out = []
-    append = out.append
-    for id_, text, kind, when, c, ns_ in zip(ids, texts, kinds, stamps, confs, nss):
-        m = new(Memory)
-        m.__dict__.update(id=id_, text=text, kind=kind, created_at=when, confidence=c, namespace=ns_,
-                          tags=(), anchors=(), supersedes=(), metadata={})
-        append(m)
-    for i in np.flatnonzero(np.diff(cols["rest_ends"], prepend=0)).tolist():
-        rest = json.loads(rests[i])
-        out[i].__dict__.update(tags=tuple(rest.get("tags", ())),
-                               anchors=tuple(Anchor(a, h) for a, h in rest.get("anchors", ())),
-                               supersedes=tuple(rest.get("supersedes", ())), metadata=dict(rest.get("metadata", {})))
-    return out
-
-
 class Cached(NamedTuple):
     """What a valid sidecar holds: the memories, the prefix they cover and their text hashes."""
 
-    memories: list[Memory]
+    memories: MemoryTable
     stamp: PrefixStamp
     sha: NDArray[np.bytes_]
 
@@ -165,7 +114,7 @@ class MemoriesSidecar:
             return None
         meta, cols, stamp = got
         try:
-            memories = decode(cols, list(meta["namespaces"]))
+            memories = MemoryTable.from_columns(cols, list(meta["namespaces"]))
             sha = np.array(cols["sha"])
             if sha.dtype != np.dtype(SHA_DTYPE) or sha.shape != (len(memories),):
                 return None
@@ -173,7 +122,7 @@ class MemoriesSidecar:
         except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
             return None
 
-    def write(self, memories: list[Memory], stamp: PrefixStamp, sha: Sequence[bytes] | NDArray[np.bytes_] | None = None) -> bool:
+    def write(self, memories: Sequence[Memory], stamp: PrefixStamp, sha: Sequence[bytes] | NDArray[np.bytes_] | None = None) -> bool:
         """Write a new generation (caller holds the store's write lock); False when the file
         moved on. ``sha``: the memories' text hashes when known."""
         if not supported():

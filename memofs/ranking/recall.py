@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +20,7 @@ from itertools import repeat
 from operator import attrgetter
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +35,7 @@ from memofs.signals.embedders.select import SafeEmbedder
 from memofs.ranking.fusion import fuse
 from memofs.ranking.pools import Fused, pools
 from memofs.graph.entity_graph import SUPERSEDES, EntityGraph
+from memofs.files.memory_table import MemoryMap, MemoryTable
 from memofs.files.records import Memory
 from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
@@ -100,7 +101,7 @@ class Recaller:
         self.graph = graph or EntityGraph()
         self.anchors = AnchorChecker(anchor_root)
         self.clock = clock
-        self._memories: dict[str, Memory] = {}
+        self._memories = MemoryMap()
         self._vectors: VectorIndex | None = None
         self._lexical: dict[tuple[float, float, float], BM25Index] = {}
         # counts adopted by add(terms=...), and the ids added, replaced or removed since
@@ -119,14 +120,16 @@ class Recaller:
 
     # --- corpus ---------------------------------------------------------------------
     @property
-    def memories(self) -> dict[str, Memory]:
+    def memories(self) -> Mapping[str, Memory]:
+        """The corpus's records by id, in the order added (a rehydrated store's stay
+        columns until read: :class:`~memofs.files.memory_table.MemoryMap`)."""
         return self._memories
 
     def __len__(self) -> int:
         return len(self._memories)
 
     def _texts(self) -> Iterable[tuple[str, str]]:
-        yield from ((m.id, m.text) for m in self._memories.values())
+        yield from zip(list(self._memories), self._memories.texts())
         yield from self._graph_docs.items()
 
     def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
@@ -136,7 +139,7 @@ class Recaller:
             idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
             if self._terms is None:  # the corpus tokenized once, as one matrix every index adopts
                 mems = self._memories
-                self._terms, self._touched = TermCounts.build(list(mems), [m.text for m in mems.values()]), {}
+                self._terms, self._touched = TermCounts.build(list(mems), mems.texts()), {}
             # the counts, less what changed since, then the rest as texts
             idx.add_counts(self._terms)
             touched = list(self._touched)
@@ -156,12 +159,18 @@ class Recaller:
         (its rows follow the memories' order, :meth:`VectorIndex.in_order`); otherwise its
         rows are upserted like ``vectors``. ``terms``: the recall tokens' counts of these
         memories or of the first of them (a store's terms sidecar), which an empty
-        Recaller's lexical indexes adopt instead of tokenizing those texts."""
+        Recaller's lexical indexes adopt instead of tokenizing those texts. A
+        :class:`~memofs.files.memory_table.MemoryTable` (a load's) given to an empty
+        Recaller is adopted: its records are built only when read."""
         if index is not None and vectors is not None:
             raise ValueError("give vectors or an index, not both")
-        mems = list(memories)
+        table = memories if isinstance(memories, MemoryTable) and not self._memories else None
+        mems: Sequence[Memory] = table if table is not None else list(memories)
         # column-wise (map, not a loop per memory): a start adds every memory at once
-        ids, texts = list(map(attrgetter("id"), mems)), list(map(attrgetter("text"), mems))
+        if table is not None:
+            ids, texts = table.ids, table.texts
+        else:
+            ids, texts = list(map(attrgetter("id"), mems)), list(map(attrgetter("text"), mems))
         if not (all(ids) and all(map(isinstance, texts, repeat(str)))):
             bad = next(m for m in mems if not isinstance(m.text, str) or not m.id)
             raise ValueError(f"memory {bad.id!r}: needs a non-empty id and str text")
@@ -171,7 +180,10 @@ class Recaller:
             self._terms, self._touched = terms, dict.fromkeys(ids[len(terms):])
         elif self._terms is not None:
             self._touched.update(dict.fromkeys(ids))
-        self._memories.update(zip(ids, mems))
+        if table is not None:
+            self._memories.adopt(table)
+        else:
+            self._memories.set_many(ids, mems)
         if self._lexical or self._rerank_index is not None:  # built on first use otherwise
             pairs = list(zip(ids, texts))
             for idx in self._lexical.values():
@@ -251,7 +263,8 @@ class Recaller:
         if self._superseded_by is not None:
             return self._superseded_by
         out: dict[str, dict[str, None]] = {}
-        for m in self._memories.values():
+        extras = self._memories.with_extras()  # the others supersede nothing and link no entity
+        for m in extras:
             for old in m.supersedes:
                 if old != m.id and old in self._memories:
                     out.setdefault(old, {})[m.id] = None
@@ -260,7 +273,7 @@ class Recaller:
             if e.type == SUPERSEDES and e.status == "active":
                 replaced.setdefault(e.target, []).append(e.source)
         if replaced:
-            for m in self._memories.values():
+            for m in extras:
                 ents = m.metadata.get("entities") if m.metadata else None
                 if not ents:
                     continue
@@ -269,7 +282,7 @@ class Recaller:
                     for newer in replaced.get(node, ()):
                         if newer not in linked:
                             out.setdefault(m.id, {})[f"{GRAPH_PREFIX}{newer}"] = None
-        order = {d: i for i, d in enumerate(self._memories)}
+        order = {d: i for i, d in enumerate(self._memories)} if out else {}
         self._superseded_by = {d: tuple(out[d]) for d in sorted(out, key=order.__getitem__)}
         return self._superseded_by
 
@@ -547,20 +560,6 @@ def explain_row(frame: SignalFrame, fused: Fused, pos: int,
     }
 
 
-class _GraphRow(NamedTuple):
-    """What :class:`_CorpusColumns` reads of a row that is a graph document, not a memory."""
-
-    kind: str = "graph"
-    created_at: None = None
-    confidence: None = None
-    anchors: tuple = ()
-    namespace: None = None
-    text: str = ""
-
-
-_GRAPH_ROW = _GraphRow()
-
-
 @dataclass(frozen=True)
 class _CorpusColumns:
     """Per-document columns that do not depend on the query, aligned with a BM25 index."""
@@ -606,23 +605,18 @@ class _CorpusColumns:
         return out
 
     @classmethod
-    def build(cls, idx: BM25Index, memories: dict[str, Memory], vectors: VectorIndex | None,
+    def build(cls, idx: BM25Index, memories: MemoryMap, vectors: VectorIndex | None,
               superseded: Iterable[str] = ()) -> _CorpusColumns:
         ids = idx.ids
         n = len(ids)
-        # column-wise (map over the records, no loop per memory): the first recall of a
-        # start builds this for every memory
-        rows_of = list(map(memories.get, ids))
-        is_graph = np.fromiter(map(isinstance, rows_of, repeat(type(None))), dtype=bool, count=n)
-        mems = [_GRAPH_ROW if m is None else m for m in rows_of] if is_graph.any() else rows_of
-        kind = np.fromiter(map(KIND_CODES.get, map(attrgetter("kind"), mems), repeat(OTHER_KIND)), dtype=np.int64, count=n)
-        created = np.array([math.nan if c is None else c.timestamp() for c in map(attrgetter("created_at"), mems)],
-                           dtype=np.float64).reshape(n)
-        conf = np.array([math.nan if c is None else c for c in map(attrgetter("confidence"), mems)],
-                        dtype=np.float64).reshape(n)
-        anchored = np.fromiter(map(bool, map(attrgetter("anchors"), mems)), dtype=bool, count=n)
+        # gathered column-wise (MemoryMap.columns): the first recall of a start builds this
+        # for every memory, and a rehydrated store's records are never built for it
+        c = memories.columns(ids)
+        is_graph = ~c.is_record
+        kind = np.fromiter(map(KIND_CODES.get, c.kinds, repeat(OTHER_KIND)), dtype=np.int64, count=n)
+        kind[is_graph] = KIND_CODES.get("graph", OTHER_KIND)
         rows = vectors.rows_of(ids) if vectors is not None else np.full(n, -1, dtype=np.int64)
         old = set(superseded)
         sup = np.fromiter(map(old.__contains__, ids), dtype=bool, count=n)
-        return cls(ids, idx.score([]).order_key, created, conf, kind, is_graph, rows, anchored,
-                   tuple(map(attrgetter("namespace"), mems)), tuple(map(attrgetter("text"), mems)), sup)
+        return cls(ids, idx.score([]).order_key, c.created_ts, c.confidence, kind, is_graph, rows, c.anchored,
+                   tuple(c.namespaces), tuple(c.texts), sup)

@@ -69,6 +69,7 @@ from memofs.files.jsonl import (AppendCursor, FileKey, append_bytes, append_line
                                 repair_tail, tail_lines)
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import Cached, MemoriesSidecar
+from memofs.files.memory_table import MemoryTable
 from memofs.files.sidecar import PrefixStamp, sha256_column
 from memofs.files.timestamps import iso, parse_iso
 from memofs.signals.anchors import AnchorPathError, confine, hash_regular
@@ -243,7 +244,7 @@ def _load_hashes(cached: Cached, parsed: dict[str, Memory], moved: bool) -> NDAr
     (hashed here: only the lines written since the sidecar)."""
     head = cached.sha
     if moved:
-        head = head[[m.id not in parsed for m in cached.memories]]
+        head = head[[i not in parsed for i in cached.memories.ids]]
     return np.concatenate([head, sha256_column(m.text for m in parsed.values())]) if parsed else head
 
 
@@ -254,7 +255,7 @@ class LoadReport:
     :data:`~memofs.files.sidecar.SHA_DTYPE` array, when the memories sidecar had them (the
     texts it holds, plus the few lines parsed after it), else None."""
 
-    memories: list[Memory]
+    memories: MemoryTable
     warnings: list[str] = field(default_factory=list)
     sha: NDArray[np.bytes_] | None = None
 
@@ -427,22 +428,23 @@ class Store:
         ``sidecar=False`` parses every line (the reference the sidecar must equal)."""
         path = self.paths.memories
         cached = self._memories_sidecar().read() if sidecar else None
-        by_id: dict[str, Memory] = {}
-        if cached is not None:
-            by_id = {m.id: m for m in cached.memories}
-            if len(by_id) != len(cached.memories):  # never written so; the hashes would not align
-                cached = cached._replace(sha=None)
+        held = MemoryTable() if cached is None else cached.memories
+        if cached is not None and len(set(held.ids)) != len(held):
+            # never written so; the later row wins, at the first's place, and the hashes would not align
+            held = MemoryTable({m.id: m for m in held}.values())
+            cached = cached._replace(memories=held, sha=None)
         rows, warnings, stamp = read_jsonl_from(path, cached.stamp if cached is not None else None)
-        parsed: dict[str, Memory] = {}  # the memories of the lines after the sidecar, in by_id's order
-        moved = False  # a parsed line repeats an id the sidecar holds
+        parsed: dict[str, Memory] = {}  # the memories of the lines after the sidecar: a repeated id moves to the end
         for lineno, row in rows:
             m = memory_from_json(row, f"{path}:{lineno}")
-            moved = moved or (m.id in by_id and m.id not in parsed)
-            by_id.pop(m.id, None)
-            by_id[m.id] = m
             parsed.pop(m.id, None)
             parsed[m.id] = m
-        memories = list(by_id.values())
+        moved = bool(parsed) and len(held) > 0 and not set(held.ids).isdisjoint(parsed)  # a parsed line repeats a held id
+        if moved:
+            memories = MemoryTable([*(m for m in held if m.id not in parsed), *parsed.values()])
+        else:
+            memories = held
+            memories.extend(parsed.values())
         sha = _load_hashes(cached, parsed, moved) if cached is not None and cached.sha is not None else None
         # an unterminated last line is not covered by the stamp, so the sidecar waits for its newline
         covered = not rows or rows[-1][0] <= (stamp.lineno if stamp is not None else 0)
@@ -453,7 +455,7 @@ class Store:
     def _memories_sidecar(self) -> MemoriesSidecar:
         return MemoriesSidecar(self.paths.memories, self.paths.embeddings.parent)
 
-    def _write_memories_sidecar(self, memories: list[Memory], stamp: PrefixStamp,
+    def _write_memories_sidecar(self, memories: Sequence[Memory], stamp: PrefixStamp,
                                 sha: NDArray[np.bytes_] | None = None) -> None:
         """Write the sidecar if the write lock is free now (:meth:`_write_sidecar`). ``sha``:
         the memories' text hashes when the load has them."""
@@ -473,21 +475,21 @@ class Store:
             log.warning("could not write the %s sidecar in %s (%s); the next start rebuilds it",
                         what, self.paths.embeddings.parent, exc)
 
-    def term_counts(self, memories: Sequence[Memory], sha: NDArray[np.bytes_] | None = None) -> TermCounts:
+    def term_counts(self, memories: MemoryTable, sha: NDArray[np.bytes_] | None = None) -> TermCounts:
         """The recall tokens' counts of ``memories`` (a load's, in order) or of a prefix of
         them, from the terms sidecar (:mod:`memofs.signals.terms_sidecar`); the memories
         after that prefix are the caller's to tokenize. When the sidecar was missing or
         stale, or lags by :data:`SIDECAR_REFRESH_LINES` memories or more, the missing rows are
         tokenized here and the sidecar rewritten. ``sha``: the memories' text hashes when
         the load has them (else they are computed)."""
-        ids = [m.id for m in memories]
-        sha = sha256_column(m.text for m in memories) if sha is None else sha
+        ids, texts = memories.ids, memories.texts
+        sha = sha256_column(texts) if sha is None else sha
         side = TermsSidecar(self.paths.embeddings.parent)
         held = side.read(ids, sha)
         if held is not None and len(ids) - len(held) < SIDECAR_REFRESH_LINES:
             return held
         start = 0 if held is None else len(held)
-        counts = (TermCounts.build((), ()) if held is None else held).extended(ids[start:], [m.text for m in memories[start:]])
+        counts = (TermCounts.build((), ()) if held is None else held).extended(ids[start:], texts[start:])
         self._write_sidecar("terms", lambda: side.write(counts, sha))
         return counts
 
@@ -916,7 +918,7 @@ class Rehydrated:
     """A ready :class:`~memofs.ranking.recall.Recaller` and what loading it found."""
 
     recaller: Any
-    memories: list[Memory]
+    memories: MemoryTable
     warnings: list[str]
     embedded: int = 0
     loaded_vectors: int = 0
@@ -974,7 +976,7 @@ def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: Reca
     from memofs.signals.embeddings_file import EmbeddingsFile
     from memofs.signals.vector_index import VectorIndex
 
-    ids = [m.id for m in mems]
+    ids = mems.ids
     index: VectorIndex | None = None
     try:
         # the usual start: the stored vectors are exactly these texts' (the memories sidecar's

@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Optional
@@ -178,11 +179,12 @@ def _json_option(option: str, raw: str) -> Any:
         raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
 
 
-def _import_hint(store: Any, memories: list[Any]) -> list[str]:
-    """One warning when an upstream notes.md holds notes ``memofs import`` has not brought in."""
+def _import_hint(store: Any, ids: Iterable[str]) -> list[str]:
+    """One warning when an upstream notes.md holds notes ``memofs import`` has not brought in
+    (``ids``: the memories the store holds)."""
     from memofs.store.upstream import NOTES_FILE, pending_notes
 
-    pending = pending_notes(store, {m.id for m in memories})
+    pending = pending_notes(store, set(ids))
     return [f"{store.paths.rel(store.paths.dir / NOTES_FILE)} holds {pending} upstream MemoFS note(s) "
             "not imported; run `memofs import`"] if pending else []
 
@@ -298,7 +300,7 @@ def recall(
         state = live.state()
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
         rows = [result_dict(r, explain) for r in results]
-        warnings = [*state.warnings, *_import_hint(live.store, state.memories)]
+        warnings = [*state.warnings, *_import_hint(live.store, state.memories.ids)]
         if as_json:
             _emit({"query": query, "results": rows, "warnings": warnings})
             return
@@ -471,7 +473,7 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
-    warnings.extend(_import_hint(store, memories))
+    warnings.extend(_import_hint(store, (m.id for m in memories)))
     events = check(lambda: read_jsonl(p.events))
     if events is not None:
         warnings.extend(events[1])
