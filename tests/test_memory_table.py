@@ -121,6 +121,13 @@ def test_a_memory_map_behaves_as_a_dict_of_the_records(mems: list[Memory], ops: 
     assert np.isnan(got.created_ts[~rec]).all() and not got.anchored[~rec].any() and got.anchored[rec].tolist() == want.anchored.tolist()
     assert [t for t, r in zip(got.texts, rec) if not r] == [""] * int((~rec).sum())
     assert mm.get("nope") is None and mm.get("nope", 3) == 3
+    # the usual layout (graph documents, then every record in order) and its reverse
+    for ids in (["graph:a", "graph:b", *ref], [*ref][::-1]):
+        got, want = mm.columns(ids), record_columns([ref[i] for i in ids if i in ref])
+        rec = got.is_record
+        assert rec.tolist() == [i in ref for i in ids] and [t for t, r in zip(got.texts, rec) if r] == want.texts
+        assert [k for k, r in zip(got.kinds, rec) if r] == want.kinds and [x for x, r in zip(got.namespaces, rec) if r] == want.namespaces
+        assert got.created_ts[rec].tobytes() == want.created_ts.tobytes() and got.anchored[rec].tolist() == want.anchored.tolist()
 
 
 def test_a_start_recall_builds_only_the_records_it_returns(tmp_path: Path) -> None:

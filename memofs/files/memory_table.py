@@ -259,12 +259,13 @@ class MemoryMap(MutableMapping[str, Memory]):
         self._slot: dict[str, int | Memory] = {}  # int: a position in the adopted table
         self._table: MemoryTable | None = None
         self._columns: Columns | None = None  # the adopted table's, gathered on first use
+        self._rows_only = True  # no record was set since adopt: every value is a position
 
     def adopt(self, table: MemoryTable) -> None:
         """Hold ``table``'s memories (this map must be empty); they stay rows until read."""
         if self._slot:
             raise ValueError("adopt needs an empty map")
-        self._table, self._columns = table, None
+        self._table, self._columns, self._rows_only = table, None, True
         self._slot = dict(zip(table.ids, range(len(table))))
 
     def _get(self, v: int | Memory) -> Memory:
@@ -282,10 +283,14 @@ class MemoryMap(MutableMapping[str, Memory]):
 
     def __setitem__(self, key: str, m: Memory) -> None:
         self._slot[key] = m
+        self._rows_only = False
 
     def set_many(self, ids: Iterable[str], records: Iterable[Memory]) -> None:
         """``self[i] = m`` for each pair, in one dict update."""
-        self._slot.update(zip(ids, records))
+        pairs = list(zip(ids, records))
+        if pairs:
+            self._slot.update(pairs)
+            self._rows_only = False
 
     def __delitem__(self, key: str) -> None:
         del self._slot[key]
@@ -311,10 +316,16 @@ class MemoryMap(MutableMapping[str, Memory]):
         """:class:`Columns` aligned with ``ids``: adopted rows gathered from the table's
         arrays, other records one at a time, ids that are not records filled as such."""
         n = len(ids)
-        slots = list(map(self._slot.get, ids))
-        pos = np.fromiter((v if type(v) is int else -1 for v in slots), dtype=np.int64, count=n)
-        loose = [i for i, v in enumerate(slots) if v is not None and type(v) is not int]
-        is_record = np.fromiter((v is not None for v in slots), dtype=bool, count=n)
+        if self._rows_only:  # a start's: positions only, one pass
+            slots: list[Any] = []
+            pos = np.fromiter(map(self._slot.get, ids, repeat(-1)), dtype=np.int64, count=n)
+            loose: list[int] = []
+            is_record = pos >= 0
+        else:
+            slots = list(map(self._slot.get, ids))
+            pos = np.fromiter((v if type(v) is int else -1 for v in slots), dtype=np.int64, count=n)
+            loose = [i for i, v in enumerate(slots) if v is not None and type(v) is not int]
+            is_record = np.fromiter((v is not None for v in slots), dtype=bool, count=n)
         kinds: list[str | None] = [None] * n
         namespaces: list[str | None] = [None] * n
         texts = [""] * n
@@ -327,12 +338,13 @@ class MemoryMap(MutableMapping[str, Memory]):
                 self._columns = self._table.columns()
             t, p = self._columns, pos[at]
             created[at], conf[at], anchored[at] = t.created_ts[p], t.confidence[p], t.anchored[p]
+            a, m, p0 = int(at[0]), at.size, int(p[0])
+            block = at[-1] - a == m - 1 and p[-1] - p0 == m - 1 and bool((np.diff(p) == 1).all())
             for out, col in ((kinds, t.kinds), (namespaces, t.namespaces), (texts, t.texts)):
-                vals = list(map(col.__getitem__, p.tolist()))
-                if at.size == n:
-                    out[:] = vals
+                if block:  # the usual layout: the ids hold the table's rows in order, in one run
+                    out[a:a + m] = col[p0:p0 + m]
                 else:
-                    for i, v in zip(at.tolist(), vals):
+                    for i, v in zip(at.tolist(), map(col.__getitem__, p.tolist())):
                         out[i] = v
         if loose:
             c = record_columns([slots[i] for i in loose])  # type: ignore[misc]

@@ -85,10 +85,19 @@ class _Layout(Postings):
         avgdl = index.avgdl
         rel_len = lengths / avgdl if avgdl > 0 else np.ones(n)
         k1, b = index.k1, index.b
-        r = tf.indices
-        c = np.repeat(np.arange(len(vocab), dtype=np.int64), np.diff(tf.indptr))
         f = tf.data
-        w = idf[c] * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * rel_len[r]))
+        # w = idf * f * (k1 + 1) / (f + k1 * (1 - b + b * rel_len)) per posting, computed in
+        # place, operation for operation (the same floats): a start builds it for every
+        # posting, and each temporary of that size costs as much as the arithmetic
+        denom = rel_len[tf.indices]
+        denom *= b
+        denom += 1.0 - b
+        denom *= k1
+        denom += f
+        w = np.repeat(idf, np.diff(tf.indptr))
+        w *= f
+        w *= k1 + 1.0
+        w /= denom
         weights = sp.csc_matrix((w, tf.indices, tf.indptr), shape=tf.shape)
         return cls(ids, order_key, vocab, tf, lengths, weights=weights)
 
