@@ -1,6 +1,6 @@
 """MemoFS hybrid recall: BM25 + fuzzy overlap + vector similarity, fused and reranked."""
 
-from memofs.signals import blas_threads as _blas_threads
+from memofs.signals import numpy_environment as _numpy_environment
 
-_blas_threads.apply()  # before anything imports numpy: OpenBLAS reads it once, at load
+_numpy_environment.apply()  # before anything imports numpy: numpy and OpenBLAS read it once, at load
 __version__ = "0.1.0"

@@ -19,7 +19,7 @@ STAGES = ("text", "files", "signals", "graph", "ranking", "store", "surfaces")
 # top-level modules outside the stages: the package itself and its ``python -m`` entry point
 ENTRY_POINTS = {"memofs", "memofs.__main__"}
 # the package root imports only what must run before numpy loads (OpenBLAS reads it once)
-ROOT_SETUP = {"memofs.signals.blas_threads"}
+ROOT_SETUP = {"memofs.signals.numpy_environment"}
 # packages, bottom first: the harness may use datasets and the pipeline, never the reverse
 PACKAGE_ORDER = ("memofs", "memofs_datasets", "memofs_eval")
 
