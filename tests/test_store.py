@@ -270,17 +270,40 @@ def test_two_concurrent_writer_processes_lose_nothing(store: Store) -> None:
     assert len(events) == 100 and warnings == []
 
 
-def _read_acks(proc: subprocess.Popen, acked: list[str], *, until_count: int | None = None,
-               seconds: float = 0.0, deadline_s: float = 60.0) -> None:
-    """Collect the ids the writer printed (each one after its write returned), until
-    ``until_count`` ids arrived (or ``deadline_s``), or for ``seconds``."""
-    end = time.monotonic() + (deadline_s if until_count is not None else seconds)
-    while time.monotonic() < end and (until_count is None or len(acked) < until_count):
-        line = proc.stdout.readline()
-        if line:
-            acked.append(line.strip())
-        else:
-            time.sleep(0.002)
+class _Acks:
+    """The ids a writer printed, each after its write returned: one per *complete* line.
+    The pipe is read with ``os.read`` and split on newlines here, because a non-blocking
+    ``readline`` returns whatever has arrived, and a print read in two pieces gave a false
+    empty id (a flaky failure in CI). A line the kill cut short acknowledges nothing."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.fd = proc.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self.ids: list[str] = []
+        self._rest = b""
+
+    def _take(self, data: bytes) -> None:
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        self.ids += [x.decode().strip() for x in lines if x.strip()]
+
+    def poll(self, *, until_count: int | None = None, seconds: float = 0.0, deadline_s: float = 60.0) -> None:
+        """Read until ``until_count`` ids arrived (or ``deadline_s``), or for ``seconds``."""
+        end = time.monotonic() + (deadline_s if until_count is not None else seconds)
+        while time.monotonic() < end and (until_count is None or len(self.ids) < until_count):
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                data = b""
+            if data:
+                self._take(data)
+            else:
+                time.sleep(0.002)
+
+    def drain(self) -> None:
+        """Everything left in the pipe once the writer is dead (printed before the kill, read late)."""
+        os.set_blocking(self.fd, True)
+        while data := os.read(self.fd, 1 << 16):
+            self._take(data)
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.03, 0.15])
@@ -288,15 +311,14 @@ def test_kill_9_mid_writes_leaves_store_readable(store: Store, delay: float) -> 
     # large records make a kill inside a write likely; at most the write in flight may be
     # lost, every acknowledged one must be there, and the store must load
     proc = _writer(store.root, "k", 10_000, pad=60_000)
-    acked: list[str] = []
-    os.set_blocking(proc.stdout.fileno(), False)
-    _read_acks(proc, acked, until_count=3)  # the kill lands after real, acknowledged writes
-    _read_acks(proc, acked, seconds=delay)  # ... at a varying point of the next one
-    acked_before_kill = len(acked)
+    acks = _Acks(proc)
+    acks.poll(until_count=3)  # the kill lands after real, acknowledged writes
+    acks.poll(seconds=delay)  # ... at a varying point of the next one
+    acked_before_kill = len(acks.ids)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    os.set_blocking(proc.stdout.fileno(), True)
-    acked += [x for x in proc.stdout.read().split() if x]  # printed before the kill, read late
+    acks.drain()
+    acked = acks.ids
     proc.stdout.close()
     proc.stderr.close()
     assert acked_before_kill >= 3, "the writer acknowledged nothing before the kill: the test tested nothing"
