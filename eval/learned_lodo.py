@@ -18,6 +18,10 @@ CV within each dataset, two model families through one feature code.
   mean, because the goal is a fusion that loses on no unseen dataset: a candidate that wins
   one inner fold by a lot and loses the other is what transfers badly. (This rule replaced
   the inner mean after a run with the mean: see the report.)
+* In-distribution figure (:meth:`Lab.grouped_cv_nested`): grouped CV within one dataset
+  where every outer fold chooses its candidate from the same space by the mean over 3
+  grouped inner folds of its own training queries (the usual CV rule: within one
+  distribution there is no unseen dataset to guard against), so no held-out fold is read.
 * Training weights: every training dataset weighs the same in total (each query
   ``1 / queries(dataset)``), so LoCoMo's 1.5k questions do not drown the others.
 * Scoring uses :func:`memofs.ranking.learned.score` and :func:`~memofs.ranking.learned.rank_order`,
@@ -239,6 +243,19 @@ class Lab:
         best = max(space, key=lambda c: (min(folds[c.name]), float(np.mean(folds[c.name])), -order[c.name]))
         return best, folds
 
+    def pool_oracle(self, dataset: str, query: str) -> pd.Series:
+        """Per-query nDCG@10 of the reference pools' candidates in the ideal order (label
+        descending, ties by position): the ceiling of any fusion that reranks those pools,
+        learned or not. Relevant memories outside the pools count against it."""
+        bl, frames = self.blocks(dataset, query), self.frames(dataset, query)
+        k = self.config(dataset, query).top_k
+        out: Ranked = {}
+        for q in self.test_qids(dataset):
+            b = bl[q]
+            order = np.lexsort((np.arange(len(b.y)), -b.y))[:k]
+            out[q] = [frames[q].ids[r] for r in b.rows[order].tolist()]
+        return ndcg(self.benches[dataset], out)
+
     def grouped_folds(self, dataset: str) -> list[tuple[str, list[str], list[str]]]:
         """Within-dataset folds: leave one group out (agent-memory: by project, tune -> heldout;
         LoCoMo: by conversation); LongMemEval, one group per question: grouped 5-fold."""
@@ -247,6 +264,33 @@ class Lab:
             return [(f"fold{i}", tr, te) for i, (tr, te) in enumerate(group_folds(b.qids, b.group, 5, 42))]
         has_split = any(v is not None for v in b.split.values())
         return leave_one_group_out(b.qids, b.group, b.split if has_split else None)
+
+    def select_within(self, dataset: str, qids: Sequence[str], space: Sequence[Candidate],
+                      n_folds: int = 3) -> tuple[Candidate, dict[str, float]]:
+        """In-distribution selection on ``qids`` of ``dataset`` alone: the candidate with the best
+        mean nDCG@10 over ``n_folds`` grouped folds of those queries (train on the others,
+        score the fold; ties: the space's order). Only ``qids`` are read, so an outer test
+        fold left out of them stays unseen. Returns it and every candidate's mean."""
+        b = self.benches[dataset]
+        folds = group_folds(list(qids), b.group, n_folds, 42)
+        means: dict[str, float] = {}
+        for c in space:
+            means[c.name] = float(np.mean([ndcg(b, self.run(self.train(c, ((dataset, tuple(tr)),)), c, dataset, te)).mean()
+                                           for tr, te in folds]))
+        order = {c.name: i for i, c in enumerate(space)}
+        return max(space, key=lambda c: (means[c.name], -order[c.name])), means
+
+    def grouped_cv_nested(self, dataset: str, space: Sequence[Candidate]) -> tuple[Ranked, dict[str, str]]:
+        """Out-of-fold runs on ``dataset`` where each outer fold picks its own candidate by
+        :meth:`select_within` on its training queries only (selection nested in the grouped
+        CV: the in-distribution figure). Returns the runs and each fold's pick."""
+        ranked: Ranked = {}
+        picks: dict[str, str] = {}
+        for g, tr, te in self.grouped_folds(dataset):
+            cand, _ = self.select_within(dataset, tr, space)
+            picks[g] = cand.name
+            ranked.update(self.run(self.train(cand, ((dataset, tuple(tr)),)), cand, dataset, te))
+        return ranked, picks
 
     def grouped_cv(self, cand: Candidate, dataset: str, others: Sequence[str] = ()) -> Ranked:
         """Out-of-fold runs of ``cand`` on ``dataset`` (``others``: whole datasets added to training)."""

@@ -49,6 +49,8 @@ class Held:
     selected: LD.Candidate | None = None
     inner: dict[str, list[float]] = field(default_factory=dict)  # candidate -> inner fold scores
     training: list[str] = field(default_factory=list)
+    picks: dict[str, str] = field(default_factory=dict)  # outer grouped fold -> its nested pick
+    oracle: float = float("nan")  # nDCG@10 ceiling of reranking the raw query's reference pools
 
     @property
     def peers(self) -> list[str]:
@@ -96,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             h.runs["learned:grouped+others"] = lab.grouped_cv(h.selected, d, h.training)
         else:
             h.runs["learned:grouped"] = lab.grouped_cv(space[0], d)
+        h.runs["learned:grouped-nested"], h.picks = lab.grouped_cv_nested(d, space)
+        h.oracle = float(lab.pool_oracle(d, "raw").mean())
         h.scores = pd.DataFrame({n: S.ndcg(benches[d], r) for n, r in h.runs.items()})
         held[d] = h
         log(f"{d}: selected {h.selected.name if h.selected else '-'}; runs done")
@@ -170,7 +174,8 @@ def mean_rule_table(held: dict[str, Held], lodo_all: dict[str, dict[str, float]]
 
 
 def _label(n: str) -> str:
-    return {"learned:lodo": "learned, leave one dataset out (nested selection)", "learned:grouped": "learned, grouped CV within the dataset",
+    return {"learned:lodo": "learned, leave one dataset out (nested selection)", "learned:grouped": "learned, grouped CV within the dataset (the LODO pick)",
+            "learned:grouped-nested": "learned, grouped CV within the dataset, selection nested in it (in-distribution)",
             "learned:grouped+others": "learned, grouped CV + the other datasets in training",
             "default": "reference pipeline (spec defaults)", "only:bm25": "BM25 signal alone (pipeline)",
             "only:vector": "vector signal alone (pipeline)", "-recency,-decay": "reference, recency and kind decay off"}.get(n, f"`{n}`")
@@ -185,15 +190,63 @@ def targets(held: dict[str, Held]) -> pd.DataFrame:
         if "learned:lodo" in s:
             rows.append({"dataset": d, "target": f"LODO >= max(BM25, tuned wsum, RRF) = `{best}`", "needed": float(s[best]),
                          "got": float(s["learned:lodo"]), "met": bool(s["learned:lodo"] >= s[best])})
+        # the in-distribution targets read one run fixed in advance, the nested grouped CV
+        # (not the best of several learned runs, which would be a choice made on held-out scores)
+        got = float(s.get("learned:grouped-nested", float("nan")))
         if d == "locomo":
-            rows.append({"dataset": d, "target": "grouped CV >= 0.65", "needed": TARGET_GROUPED_LOCOMO,
-                         "got": float(max(s.get("learned:grouped", 0), s.get("learned:grouped+others", 0))),
-                         "met": bool(max(s.get("learned:grouped", 0), s.get("learned:grouped+others", 0)) >= TARGET_GROUPED_LOCOMO)})
+            rows.append({"dataset": d, "target": "grouped CV (nested selection) >= 0.65", "needed": TARGET_GROUPED_LOCOMO,
+                         "got": got, "met": bool(got >= TARGET_GROUPED_LOCOMO)})
         if d == "agent-memory":
-            got = float(max(s.get("learned:grouped", 0), s.get("learned:grouped+others", 0), s.get("learned:lodo", 0)))
-            rows.append({"dataset": d, "target": "held-out >= 0.80 (best learned run)", "needed": TARGET_AGENT_HELDOUT,
-                         "got": got, "met": got >= TARGET_AGENT_HELDOUT})
+            rows.append({"dataset": d, "target": "held out by project (grouped CV, nested selection) >= 0.80",
+                         "needed": TARGET_AGENT_HELDOUT, "got": got, "met": bool(got >= TARGET_AGENT_HELDOUT)})
     return pd.DataFrame(rows)
+
+
+def picks_table(held: dict[str, Held]) -> pd.DataFrame:
+    rows = []
+    for d, h in held.items():
+        for name in dict.fromkeys(h.picks.values()):
+            folds = [g for g, p in h.picks.items() if p == name]
+            rows.append({"dataset": d, "candidate": name, "outer folds": len(folds), "of": len(h.picks)})
+    return pd.DataFrame(rows)
+
+
+def why(held: dict[str, Held], lodo_all: dict[str, dict[str, float]], tg: pd.DataFrame) -> str:
+    """One bullet per missed target, its reason in this run's numbers: for LODO, which inner
+    fold decided the pick and where the space's best candidate on the held-out dataset (read
+    only here, after the fact) stood in the inner ranking; for the in-distribution rows, the
+    ceiling that reranking the pools allows."""
+    out, lodo_missed = [], False
+    for r in tg.to_dict(orient="records"):
+        if r["met"]:
+            continue
+        h = held[r["dataset"]]
+        s = h.scores.mean()
+        if r["target"].startswith("LODO") and h.selected is not None and r["dataset"] in lodo_all:
+            inner = {c: (min(v), float(sum(v) / len(v))) for c, v in h.inner.items()}
+            ranked = sorted(inner, key=lambda c: inner[c], reverse=True)
+            worst = h.training[int(min(range(len(h.training)), key=lambda i: h.inner[h.selected.name][i]))]
+            best_c = max(lodo_all[r["dataset"]], key=lambda c: lodo_all[r["dataset"]][c])
+            out.append(f"* **{r['dataset']}, LODO {r['got']:.4f} < {r['needed']:.4f}.** The pick ({h.selected.name}) won the inner "
+                       f"maximin on its worst inner fold, {worst} ({inner[h.selected.name][0]:.4f}). The candidate of the space that "
+                       f"does best on {r['dataset']} held out, {best_c} ({lodo_all[r['dataset']][best_c]:.4f}), ranks "
+                       f"{ranked.index(best_c) + 1} of {len(ranked)} in that inner ordering (this reads the held-out scores, after the "
+                       f"fact), so the rule, reading the training datasets only, does not reach it.")
+            lodo_missed = True
+        else:
+            out.append(f"* **{r['dataset']}, {r['target'].split(' >=')[0]} {r['got']:.4f} < {r['needed']:.4f}.** Reranking the "
+                       f"raw query's candidate pools can reach at most {h.oracle:.4f} here (the pools' candidates in the ideal order); the "
+                       f"target asks for {r['needed'] / h.oracle:.0%} of that ceiling and the nested run reaches "
+                       f"{r['got'] / h.oracle:.0%}. The best peer is {float(max(s[p] for p in h.peers)):.4f}; the nested run is "
+                       f"{r['got'] - float(max(s[p] for p in h.peers)):+.4f} above it.")
+    if lodo_missed:
+        bal = "; ".join(f"{d} {held[d].scores['only:bm25'].mean():.4f} / {held[d].scores['only:vector'].mean():.4f}"
+                        for d in held if "only:bm25" in held[d].scores and "only:vector" in held[d].scores)
+        out.append(f"* **Behind every LODO miss:** the datasets want different balances of the two signals (nDCG@10 of "
+                   f"BM25 alone / the vector signal alone: {bal}), so a model fitted on datasets where one signal wins "
+                   "carries that balance to a dataset where the other does, and the inner folds, each a pair of training "
+                   "datasets, cannot say which balance the unseen one wants.")
+    return "\n".join(out) or "Every target is met."
 
 
 def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], space: Sequence[LD.Candidate],
@@ -213,7 +266,8 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
                           "best peer is": max(h.peers, key=lambda p: h.scores[p].mean()),
                           "learned LODO": float(h.scores["learned:lodo"].mean()) if "learned:lodo" in h.scores else float("nan"),
                           "learned grouped CV": float(h.scores["learned:grouped"].mean()),
-                          "grouped CV + others": float(h.scores["learned:grouped+others"].mean()) if "learned:grouped+others" in h.scores else float("nan")}
+                          "grouped CV + others": float(h.scores["learned:grouped+others"].mean()) if "learned:grouped+others" in h.scores else float("nan"),
+                          "grouped CV, nested selection": float(h.scores["learned:grouped-nested"].mean())}
                          for d, h in held.items()])
     tg = targets(held)
     blocks: list[tuple[str, object]] = [
@@ -250,12 +304,21 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
         ("table", head),
         ("h2", "2. Targets"),
         ("table", tg),
-        ("p", "Every target row that says `False` is missed by the margin shown; nothing here is rounded in the learned model's favour."),
+        ("p", "Every target row that says `False` is missed by the margin shown; nothing here is rounded in the learned model's favour. "
+              "The two in-distribution rows read the nested grouped CV, a run fixed before its figures were seen (until this "
+              "run they read the best of the grouped-CV runs that used the LODO pick)."),
+        ("h2", "2a. Why the missed targets are missed (computed by this run)"),
+        ("p", why(held, lodo_all, tg)),
+        ("h2", "2b. In-distribution: grouped CV with the selection nested inside it"),
+        ("p", "Each outer fold (agent-memory: one project out, trained on the other projects' tune queries; LoCoMo: one "
+              "conversation out; LongMemEval: grouped 5-fold) chooses its candidate from the same space by the best mean "
+              "nDCG@10 over 3 grouped inner folds of its own training queries, then trains on all of them. The picks:"),
+        ("table", picks_table(held)),
     ]
     for d, h in held.items():
         blocks.append(("h2", f"3. {d}: every run, and paired tests"))
         blocks.append(("table", pd.DataFrame({"run": [_label(n) for n in h.scores], "nDCG@10": h.scores.mean().to_numpy()})))
-        for t in ("learned:lodo", "learned:grouped"):
+        for t in ("learned:lodo", "learned:grouped-nested"):
             if t in h.runs:
                 blocks.append(("p", f"{_label(t)} vs every peer: paired Student's t (ranx), Holm over the {len(h.peers)} peers."))
                 blocks.append(("table", paired_table(lab.benches[d].qrels, h.runs, h.scores, h.qids, t, h.peers, name=_label)))
@@ -283,6 +346,8 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
         "lodo": {d: {"selected": h.selected.name if h.selected else None, "learned": float(h.scores["learned:lodo"].mean()) if "learned:lodo" in h.scores else None,
                      "grouped": float(h.scores["learned:grouped"].mean()),
                      "grouped_plus_others": float(h.scores["learned:grouped+others"].mean()) if "learned:grouped+others" in h.scores else None,
+                     "grouped_nested": float(h.scores["learned:grouped-nested"].mean()), "grouped_nested_picks": h.picks,
+                     "pool_oracle": h.oracle,
                      "reference": float(h.scores["default"].mean()),
                      "peers": {p: float(h.scores[p].mean()) for p in h.peers}, "queries": len(h.qids)} for d, h in held.items()},
         "robust": {"candidate": robust.name, "mean_lodo": mean_lodo.get(robust.name),

@@ -87,13 +87,14 @@ def lodo_table(repo: Path = REPO) -> str:
         return "(run `python -m memofs_eval.learned_transfer`)"
     doc = json.loads(summary.read_text(encoding="utf-8"))
     lodo, robust = doc["lodo"], doc["robust"]
-    lines = ["| held-out dataset (nDCG@10) | reference (default profile) | best peer | learned, nested LODO | `robust` profile's candidate, LODO |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| held-out dataset (nDCG@10) | reference (default profile) | best peer | learned, nested LODO | `robust` profile's candidate, LODO | learned in-distribution (grouped CV, nested) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for d, r in lodo.items():
         best = max(r["peers"].values()) if r["peers"] else float("nan")
         nested = "" if r["learned"] is None else f"{r['learned']:.3f}"
         prof = f"{robust['lodo'][d]:.3f}" if d in robust.get("lodo", {}) else ""
-        lines.append(f"| {d} ({doc['embedders'][d]}) | {r['reference']:.3f} | {best:.3f} | {nested} | {prof} |")
+        within = "" if r.get("grouped_nested") is None else f"{r['grouped_nested']:.3f}"
+        lines.append(f"| {d} ({doc['embedders'][d]}) | {r['reference']:.3f} | {best:.3f} | {nested} | {prof} | {within} |")
     absent = doc.get("absent") or []
     note = f" Absent when generated: {', '.join(absent)}." if absent else ""
     return "\n".join(lines) + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"

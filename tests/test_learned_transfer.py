@@ -206,10 +206,10 @@ def test_readme_lodo_table_reads_the_summary(tmp_path):
     d.mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps({
         "embedders": {"locomo": "minilm"}, "absent": ["longmemeval"],
-        "lodo": {"locomo": {"learned": 0.5032, "reference": 0.1961, "peers": {"a": 0.4, "b": 0.4933}}},
+        "lodo": {"locomo": {"learned": 0.5032, "reference": 0.1961, "peers": {"a": 0.4, "b": 0.4933}, "grouped_nested": 0.6077}},
         "robust": {"candidate": "lambdamart / all / raw query", "lodo": {"locomo": 0.51}}}))
     t = lodo_table(tmp_path)
-    assert "| locomo (minilm) | 0.196 | 0.493 | 0.503 | 0.510 |" in t
+    assert "| locomo (minilm) | 0.196 | 0.493 | 0.503 | 0.510 | 0.608 |" in t
     assert "Absent when generated: longmemeval" in t and "lambdamart / all / raw query" in t
 
 
@@ -228,3 +228,114 @@ def test_selection_is_maximin_over_inner_folds(monkeypatch):
     monkeypatch.setattr(lab, "inner_folds", lambda c, training: folds[c.name])
     best, got = lab.select(["a", "b"], space)
     assert best == space[2] and got == folds
+
+
+def test_nested_grouped_cv_selects_on_training_queries_only(tmp_path, monkeypatch):
+    """Each outer fold's pick is made on its own training queries: no query of the fold it is
+    scored on is ranked before that fold's final run, and the final run uses the pick."""
+    from memofs_eval import learned_lodo as LD
+    from memofs_eval import learned_study as S
+
+    bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
+    lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
+    space = [LD.Candidate("raw", "ranks", "pairwise-logistic"), LD.Candidate("raw", "portable", "pairwise-logistic")]
+    calls: list[tuple[str, set[str]]] = []
+    run = lab.run
+    monkeypatch.setattr(lab, "run", lambda m, c, d, qids: (calls.append((c.name, set(qids))), run(m, c, d, qids))[1])
+    ranked, picks = lab.grouped_cv_nested("tiny", space)
+    folds = lab.grouped_folds("tiny")
+    assert len(folds) >= 2 and set(picks) == {g for g, _, _ in folds}
+    assert set(ranked) == {q for _, _, te in folds for q in te}
+    i = 0
+    for g, tr, te in folds:
+        inner = len(group_folds_of(tr, bench)) * len(space)
+        for _name, qids in calls[i:i + inner]:
+            assert qids <= set(tr) and not qids & set(te)
+        final_name, final_qids = calls[i + inner]
+        assert final_qids == set(te) and final_name == picks[g]
+        i += inner + 1
+    assert i == len(calls)
+
+
+def group_folds_of(qids, bench):
+    from memofs_eval.folds import group_folds
+
+    return group_folds(list(qids), bench.group, 3, 42)
+
+
+def test_select_within_takes_the_best_inner_mean(monkeypatch):
+    """Within one dataset the pick is the best mean over the inner folds (ties: the space's
+    order); hand-made fold scores."""
+    import pandas as pd
+
+    from memofs_eval import learned_lodo as LD
+
+    space = [LD.Candidate("raw", "portable", "lambdamart"), LD.Candidate("raw", "ranks", "pairwise-logistic"),
+             LD.Candidate("raw", "all", "pairwise-logistic")]
+    fold_scores = {space[0].name: [0.9, 0.3], space[1].name: [0.55, 0.7], space[2].name: [0.7, 0.55]}
+    bench = type("B", (), {"group": {f"q{i}": f"g{i % 2}" for i in range(6)}})()
+    lab = LD.Lab({"d": bench}, log=lambda m: None)
+    seen: dict[str, int] = {}
+    monkeypatch.setattr(lab, "train", lambda c, parts: c)
+    monkeypatch.setattr(lab, "run", lambda m, c, d, qids: {"cand": c.name})
+
+    def fake_ndcg(b, ranked):
+        n = ranked["cand"]
+        seen[n] = seen.get(n, 0) + 1
+        return pd.Series([fold_scores[n][seen[n] - 1]])
+
+    monkeypatch.setattr(LD, "ndcg", fake_ndcg)
+    best, means = lab.select_within("d", list(bench.group), space)
+    assert means == pytest.approx({space[0].name: 0.6, space[1].name: 0.625, space[2].name: 0.625})
+    assert best == space[1]  # ties with space[2] on the mean; earlier in the space
+
+
+def test_pool_oracle_is_the_ideal_order_of_the_pool(tmp_path):
+    """The ceiling of reranking the pools: nDCG@10 of the pool's candidates sorted by label,
+    computed here by the textbook formula (linear gain, log2 discount) against every judged
+    memory, and never below any model's run on the same pools."""
+    import math
+
+    from memofs_eval import learned_lodo as LD
+    from memofs_eval import learned_study as S
+
+    bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
+    lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
+    got = lab.pool_oracle("tiny", "raw")
+    blocks, k = lab.blocks("tiny", "raw"), lab.config("tiny", "raw").top_k
+    cand = LD.Candidate("raw", "portable", "pairwise-logistic")
+    model_run = S.ndcg(bench, lab.run(lab.train(cand, lab.all_parts(["tiny"])), cand, "tiny", lab.test_qids("tiny")))
+    for q in lab.test_qids("tiny"):
+        gains = sorted(blocks[q].y.tolist(), reverse=True)[:k]
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+        ideal = sorted(bench.qrels[q].values(), reverse=True)[:k]
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+        assert got[q] == pytest.approx(dcg / idcg, abs=1e-9)
+        assert got[q] >= model_run[q] - 1e-12
+
+
+def test_why_names_the_deciding_fold_and_the_ceiling():
+    """The report's reasons, on hand-made results: the missed LODO row names the inner fold
+    that decided the pick and the rank of the best held-out candidate; the missed
+    in-distribution row gives the pool ceiling and both shares of it; a met row says nothing."""
+    import pandas as pd
+
+    from memofs_eval import learned_lodo as LD
+    from memofs_eval import learned_transfer as T
+
+    a, b = LD.Candidate("raw", "peers", "pairwise-logistic"), LD.Candidate("raw", "all", "lambdamart")
+    h = T.Held("x", ["q1", "q2"], training=["y", "z"], selected=a, oracle=0.8,
+               inner={a.name: [0.6, 0.4], b.name: [0.3, 0.9]},
+               scores=pd.DataFrame({"only:bm25": [0.5, 0.5], "only:vector": [0.3, 0.3], "baseline:rrf@raw": [0.5, 0.7],
+                                    "learned:lodo": [0.5, 0.6]}))
+    h.runs = {n: {} for n in h.scores}
+    tg = pd.DataFrame([{"dataset": "x", "target": "LODO >= max(...)", "needed": 0.6, "got": 0.55, "met": False},
+                       {"dataset": "x", "target": "grouped CV (nested selection) >= 0.65", "needed": 0.65, "got": 0.6, "met": False},
+                       {"dataset": "x", "target": "held out >= 0.5", "needed": 0.5, "got": 0.6, "met": True}])
+    text = T.why({"x": h}, {"x": {a.name: 0.55, b.name: 0.62}}, tg)
+    lines = text.splitlines()
+    assert len(lines) == 3
+    assert "worst inner fold, z (0.4000)" in lines[0] and f"{b.name} (0.6200), ranks 2 of 2" in lines[0]
+    assert "at most 0.8000" in lines[1] and "asks for 81%" in lines[1] and "reaches 75%" in lines[1] and "+0.0000" in lines[1]
+    assert "x 0.5000 / 0.3000" in lines[2]
+    assert T.why({"x": h}, {}, tg[tg["met"]]) == "Every target is met."
