@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install inspector test eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
+.PHONY: install inspector test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
 
 install: $(STAMP)
 
@@ -34,6 +34,14 @@ inspector:
 
 test: install inspector
 	$(PY) -m pytest -q
+
+# the inner loop: everything but the tests marked slow (real models, whole benchmarks, notebooks)
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" -x
+
+# regenerate exactly the committed reports whose code or inputs changed (--dry-run says which)
+reports: install
+	$(PY) -m memofs_eval.regenerate --compare
 
 eval: install
 	$(PY) -m memofs_eval.cli run eval/specs/default.toml --quiet

@@ -16,12 +16,12 @@ import memofs_eval._env  # noqa: F401  (cache and offline variables before ranx 
 import pandas as pd
 
 from memofs.ranking.learned import FEATURES, FeatureParams
+from memofs.ranking.profiles import MODELS_DIR
 from memofs_eval._env import REPO
 from memofs_eval import learned_report as R
 from memofs_eval import learned_study as S
 from memofs_eval.runner import fused_run
 
-MODELS_DIR = REPO / "memofs" / "ranking" / "models"
 
 
 def run(args: argparse.Namespace, t0: float) -> int:

@@ -19,7 +19,7 @@ from memofs.ranking.config import RecallConfig
 from memofs.ranking.learned import LearnedModel
 from memofs.text.stopwords import ADDED_STOP_WORDS, STOP_WORDS, UPSTREAM_STOP_WORDS
 from memofs_eval.learned_study import Study
-from memofs_eval.provenance import provenance
+from memofs_eval.provenance import MODEL_FILES, stamp
 from memofs_eval.report import render_md
 from memofs_eval.stats import holm, paired_pvalues
 
@@ -223,7 +223,7 @@ def write(out: Path, loco: Study, agent: Study, transfer: Transfer, models: Mapp
     for st in (loco, agent):
         st.scores.to_csv(out / f"per-query-{st.bench.name}.csv", index_label="query")
     peer_params = {st.bench.name: {n: p for n, p in st.peer_params.items()} for st in (loco, agent)}
-    doc = {**provenance(), "cv": summary(loco, agent, transfer), "tuned_peer_params": peer_params,
+    doc = {**stamp(("memofs_eval.learned",), (MODEL_FILES, "eval/specs/*.toml")), "cv": summary(loco, agent, transfer), "tuned_peer_params": peer_params,
            "models": {p.name: json.loads(p.read_text())["training"] for p in model_paths}}
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     md = out / "report.md"

@@ -1,35 +1,33 @@
-"""What produced a report: the commit and a hash of the code its figures depend on.
+"""What produced a report: its commit, and the code and inputs its figures depend on.
 
-``code_hash`` is the SHA-256 (first 16 hex digits) of every file that can change a
-committed figure: the Python sources of ``memofs/``, ``eval/`` and ``datasets/``, the
-experiment specs (``eval/specs/*.toml``) and the shipped model files
-(``memofs/ranking/models/*.json``), each as ``relative path NUL bytes NUL`` in path order. Data is
-hashed separately (each report's dataset hashes). Every committed report records it, and
-``tests/test_report_provenance.py`` fails when a report's hash is not the checkout's, so a
-report can never silently describe other code than the one beside it.
+A report records a *stamp*: ``git_commit``; ``code_entries``, the modules that compute its
+figures; ``code_inputs``, the repository files it reads besides code (its spec, the shipped
+model files); ``code_files``, the :func:`memofs_eval.code_closure.digest` of every file in the
+entries' import closure, of every project module the producing process had imported, and of
+every input; and ``code_hash``, one hash over that map. Comments, docstrings and layout do
+not count, and a file outside the closure cannot stale the report.
+
+:func:`stale` says why a recorded stamp no longer describes the checkout (a file changed, is
+gone, or joined the closure), so ``tests/test_report_provenance.py`` and ``make reports``
+(:mod:`memofs_eval.regenerate`) name the report and the file. Data is hashed separately (each
+report's dataset hashes). The provenance machinery itself computes no figure and is left out.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
+import re
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from memofs_eval._env import REPO
+from memofs_eval.code_closure import PACKAGES, closure, combined, digest
 
-CODE_GLOBS: tuple[str, ...] = ("memofs/**/*.py", "eval/**/*.py", "datasets/*.py", "eval/specs/*.toml", "memofs/ranking/models/*.json")
-
-
-def code_files(repo: Path = REPO) -> list[Path]:
-    found = {p for g in CODE_GLOBS for p in repo.glob(g) if p.is_file() and "__pycache__" not in p.parts}
-    return sorted(found, key=lambda p: p.relative_to(repo).as_posix())
-
-
-def code_hash(repo: Path = REPO) -> str:
-    h = hashlib.sha256()
-    for p in code_files(repo):
-        h.update(p.relative_to(repo).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+# modules that describe reports but compute no figure
+NON_FIGURE = frozenset({"memofs_eval.provenance", "memofs_eval.code_closure", "memofs_eval.regenerate"})
+MODEL_FILES = "memofs/ranking/models/*.json"
 
 
 def git_commit(repo: Path = REPO, short: bool = False) -> str:
@@ -44,22 +42,72 @@ def git_commit(repo: Path = REPO, short: bool = False) -> str:
         return "unknown"
 
 
-def provenance(repo: Path = REPO) -> dict[str, str]:
-    """The two fields every report records."""
-    return {"git_commit": git_commit(repo), "code_hash": code_hash(repo)}
+def _rel(path: Path, repo: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return None
 
 
-_LINE = "<!-- provenance: git_commit={git_commit} code_hash={code_hash} -->"
+def _inputs(patterns: Sequence[str], repo: Path) -> list[str]:
+    found = {p.relative_to(repo).as_posix() for pat in patterns for p in repo.glob(pat) if p.is_file()}
+    return sorted(found)
 
 
-def markdown_line(repo: Path = REPO) -> str:
-    """The provenance of a markdown report, as a comment line (invisible when rendered)."""
-    return _LINE.format(**provenance(repo))
+def _loaded(repo: Path) -> set[str]:
+    """Project modules this process has imported (lazy imports in the run included)."""
+    folders = tuple(f"{f}/" for f in PACKAGES.values())
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        if name.split(".")[0] not in PACKAGES or name in NON_FIGURE:
+            continue
+        rel = _rel(Path(getattr(mod, "__file__", None) or "/"), repo)
+        if rel and rel.startswith(folders):
+            out.add(rel)
+    return out
 
 
-def recorded(text: str) -> dict[str, str] | None:
-    """The provenance a markdown report recorded with :func:`markdown_line`, or ``None``."""
-    import re
+def _closure_files(entries: Sequence[str], repo: Path) -> set[str]:
+    return {p.relative_to(repo).as_posix() for name, p in closure(entries, repo).items() if name not in NON_FIGURE}
 
-    m = re.search(r"<!-- provenance: git_commit=(\S+) code_hash=(\S+) -->", text)
-    return {"git_commit": m.group(1), "code_hash": m.group(2)} if m else None
+
+def stamp(entries: Sequence[str], inputs: Sequence[str] = (), repo: Path = REPO) -> dict:
+    """The provenance a report records (see the module docstring)."""
+    files = _closure_files(entries, repo) | _loaded(repo) | set(_inputs(inputs, repo))
+    digests = {rel: digest(repo / rel) for rel in sorted(files)}
+    return {"git_commit": git_commit(repo), "code_hash": combined(digests), "code_entries": list(entries),
+            "code_inputs": list(inputs), "code_files": digests}
+
+
+def stale(recorded: dict, repo: Path = REPO) -> list[str]:
+    """Why ``recorded`` (a :func:`stamp`) no longer describes ``repo``; empty when it does."""
+    files: dict[str, str] = recorded.get("code_files") or {}
+    if not files:
+        return ["it records no per-file provenance (made before per-report provenance)"]
+    reasons = []
+    for rel, d in sorted(files.items()):
+        path = repo / rel
+        if not path.is_file():
+            reasons.append(f"{rel} is gone")
+        elif digest(path) != d:
+            reasons.append(f"{rel} changed")
+    now = _closure_files(recorded.get("code_entries", ()), repo) | set(_inputs(recorded.get("code_inputs", ()), repo))
+    reasons += [f"{rel} joined the code it depends on" for rel in sorted(now - set(files))]
+    return reasons
+
+
+_PREFIX = "<!-- provenance: "
+
+
+def markdown_line(entries: Sequence[str], inputs: Sequence[str] = (), repo: Path = REPO) -> str:
+    """A markdown report's stamp, as one comment line (invisible when rendered)."""
+    return _PREFIX + json.dumps(stamp(entries, inputs, repo), sort_keys=True, separators=(",", ":")) + " -->"
+
+
+def recorded(text: str) -> dict | None:
+    """The stamp a markdown report recorded with :func:`markdown_line`, or ``None``."""
+    m = re.search(r"<!-- provenance: (\{.*?\}) -->", text)
+    if m:
+        return json.loads(m.group(1))
+    legacy = re.search(r"<!-- provenance: git_commit=(\S+) code_hash=(\S+) -->", text)  # one hash over every file
+    return {"git_commit": legacy.group(1), "code_hash": legacy.group(2)} if legacy else None

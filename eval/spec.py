@@ -22,21 +22,10 @@ from memofs_eval.executor import EXECUTORS
 
 LOADERS: tuple[str, ...] = ("memofs", "locomo", "longmemeval", "beir", "trec")
 EMBEDDERS: tuple[str, ...] = ("minilm", "static", "lsa", "none")
-TOGGLES: dict[str, str] = {
-    "vector": "use_vector",
-    "bm25": "use_bm25",
-    "fuzzy": "use_fuzzy",
-    "reranker": "use_reranker",
-    "recency": "use_recency",
-    "confidence": "use_confidence",
-    "drift": "use_drift",
-    "decay": "use_decay",
-    "rewrite": "use_rewrite",
-    "lexicon": "use_lexicon",
-    "entity_boost": "use_entity_boost",
-    "supersession": "use_supersession",
-    "phrase_scan": "use_phrase_scan",
-}
+# every boolean ``use_<name>`` field of RecallConfig is the ablation toggle ``<name>``: adding the
+# field is the whole recipe (README, "Adding an ablation")
+TOGGLES: dict[str, str] = {f.name.removeprefix("use_"): f.name for f in fields(RecallConfig)
+                           if f.name.startswith("use_") and f.type in (bool, "bool")}
 RETRIEVAL_TOGGLES: tuple[str, ...] = ("vector", "bm25", "fuzzy")
 """Toggles that retrieve candidates; the others adjust scores of retrieved candidates."""
 BASELINES: tuple[str, ...] = ("bm25s", "dense", "rrf", "combsum", "combmnz", "wsum")

@@ -111,7 +111,7 @@ def markdown(table: pd.DataFrame, chosen: float, dataset: str, embedder: str, co
 
     from memofs_eval.provenance import markdown_line
 
-    lines = [f"# Supersession penalty sweep ({dataset}, embedder {embedder})", "", markdown_line(), "",
+    lines = [f"# Supersession penalty sweep ({dataset}, embedder {embedder})", "", markdown_line(("memofs_eval.supersession_sweep",), ("eval/specs/*.toml",)), "",
              f"Default pipeline, `superseded_penalty` swept (1.0 = off). Chosen on the tune split's "
              f"temporal queries ({', '.join(TEMPORAL_CATEGORIES)}): lowest mean {TARGET_METRIC} "
              f"(lower is better), then best mean {SELECT_METRIC}, then the mildest: **{chosen}**. "

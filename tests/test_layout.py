@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from memofs_eval.code_closure import imports  # the same import graph provenance follows
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"memofs": ROOT / "memofs", "memofs_eval": ROOT / "eval", "memofs_datasets": ROOT / "datasets"}
 # memofs' folders, bottom first: a module may import its own folder and the ones before it
@@ -33,29 +35,6 @@ def modules(packages: dict[str, Path]) -> dict[str, Path]:
             out[".".join([name, *parts])] = path
     return out
 
-
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """memofs-family modules imported anywhere in ``path``."""
-    is_pkg = path.name == "__init__.py"
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if is_pkg else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        else:
-            continue
-        for t in targets:
-            while t and t not in known:  # `import memofs.x.y` where y is a name: the module above
-                t = t.rpartition(".")[0]
-            if t and t != name:
-                out.add(t)
-    return out
 
 
 def graph(packages: dict[str, Path]) -> dict[str, set[str]]:

@@ -4,12 +4,8 @@ formula, formula path unchanged, grouped folds, a tiny end-to-end train + online
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
-import shutil
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,7 +31,6 @@ from memofs.signals.frame import SignalFrame, context_columns, kind_code, natura
 
 REPO = Path(__file__).resolve().parents[1]
 NAN = float("nan")
-PRE_LEARNED_COMMIT = "f448e39"  # the last commit before the learned option touched fusion.py
 
 
 def frame(rows: list[dict], query: str = "", vector_ok: bool = True, rerank_ok: bool = True) -> SignalFrame:
@@ -288,33 +283,6 @@ def test_learned_fuse_uses_the_formula_pools(seed):
         sc = np.round(1 / (1 + np.exp(-raw)), cfg.round_decimals)
         expect = sorted(zip(rows.tolist(), sc.tolist(), strict=True), key=lambda t: (-t[1], f.ids[t[0]]))[:k]
         assert out.rows.tolist() == [r for r, _ in expect]
-
-
-def _original_fusion():
-    """fusion.py as committed before the learned option existed (git), as a module."""
-    if shutil.which("git") is None:
-        pytest.skip("git not available")
-    try:
-        src = subprocess.run(["git", "show", f"{PRE_LEARNED_COMMIT}:memofs/ranking/fusion.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    except (subprocess.CalledProcessError, OSError):
-        pytest.skip("pre-learned commit not in this checkout")
-    spec = importlib.util.spec_from_loader("fusion_before_learned", loader=None)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fusion_before_learned"] = mod
-    exec(compile(src, "fusion_before_learned", "exec"), mod.__dict__)  # noqa: S102
-    return mod
-
-
-def test_formula_path_unchanged():
-    old = _original_fusion()
-    rng = np.random.default_rng(3)
-    cfgs = [RecallConfig(), RecallConfig(use_recency=False), RecallConfig(w_vec=0.3, round_decimals=12), RecallConfig(use_vector=False)]
-    for i in range(20):
-        f = random_frame(rng, int(rng.integers(1, 90)))
-        for cfg in cfgs:
-            a, b = fuse(f, cfg, 10), old.fuse(f, cfg, 10)
-            assert np.array_equal(a.rows, b.rows) and np.array_equal(a.scores, b.scores), (i, cfg)
-            assert vars(a.weights) == vars(b.weights) and set(a.parts) == set(b.parts)
 
 
 # --------------------------------------------------------------------------- CV and end to end

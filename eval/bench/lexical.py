@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> str:
     table = run(a.sizes, a.queries, a.repeats, rank_bm25_queries=min(a.queries, 20))
     print(table)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text("# Lexical benchmark\n\n" + table + "\n\n" + markdown_line() + "\n", encoding="utf-8")
+    a.out.write_text("# Lexical benchmark\n\n" + table + "\n\n" + markdown_line(("memofs_eval.bench.lexical",)) + "\n", encoding="utf-8")
     return table
 
 

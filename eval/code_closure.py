@@ -1,0 +1,115 @@
+"""The project code a computation depends on: its import closure and a digest per source.
+
+``modules`` maps every module of the three packages (``memofs``, ``memofs_datasets``,
+``memofs_eval``) to its file. ``imports`` lists the project modules one file imports, at any
+depth (a function-level import still ties two modules together); ``from pkg import name``
+counts as an import of ``pkg.name`` when that is a module, else of ``pkg``. ``closure`` follows
+them from entry modules, with every enclosing package's ``__init__`` (importing ``a.b.c`` runs
+``a`` and ``a.b`` first).
+
+``digest`` is what a file contributes to a report's code hash: for Python, SHA-256 of
+``ast.dump`` of the parsed module with its docstrings removed and no line numbers, so an edit to
+a comment, a docstring or the layout changes nothing; for a TOML spec, SHA-256 of its parsed
+value as canonical JSON (its comments do not count either); for anything else, its bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+# installed package name -> folder in the repository
+PACKAGES: dict[str, str] = {"memofs": "memofs", "memofs_datasets": "datasets", "memofs_eval": "eval"}
+
+
+def modules(repo: Path) -> dict[str, Path]:
+    """Every project module by dotted name (packages by their ``__init__``)."""
+    out: dict[str, Path] = {}
+    for name, folder in PACKAGES.items():
+        root = repo / folder
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(root).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def imports(name: str, path: Path, known: Iterable[str]) -> set[str]:
+    """Project modules imported anywhere in ``path`` (module ``name``)."""
+    known = known if isinstance(known, (set, frozenset, dict)) else set(known)
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_pkg else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # `import memofs.x.y` where y is a name: the module above
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def closure(entries: Iterable[str], repo: Path) -> dict[str, Path]:
+    """The entry modules and every project module they import, transitively."""
+    known = modules(repo)
+    todo = [p for e in entries for p in _with_parents(e)]
+    seen: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in known:
+            continue
+        seen[name] = known[name]
+        for dep in imports(name, known[name], known):
+            todo.extend(_with_parents(dep))
+    return dict(sorted(seen.items()))
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def digest(path: Path) -> str:
+    """A file's contribution to a code hash (module docstring: comments never count)."""
+    if path.suffix == ".py":
+        tree = _strip_docstrings(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        data = ast.dump(tree, annotate_fields=True, include_attributes=False).encode()
+    elif path.suffix == ".toml":
+        data = json.dumps(tomllib.loads(path.read_text(encoding="utf-8")), sort_keys=True).encode()
+    else:
+        data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def combined(files: dict[str, str]) -> str:
+    """One hash over ``{relative path: digest}``, in path order."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + files[rel].encode() + b"\0")
+    return h.hexdigest()[:16]

@@ -1,0 +1,186 @@
+"""``make reports``: regenerate exactly the committed reports whose stamp is stale.
+
+    python -m memofs_eval.regenerate [--dry-run] [--all] [--only PATH ...] [--compare]
+
+:data:`REPORTS` lists every committed report: the file that records its stamp
+(:mod:`memofs_eval.provenance`), the command that regenerates it, and the files holding its
+figures. A report is stale when :func:`memofs_eval.provenance.stale` gives a reason; timing
+reports (``timing=True``) record their commit but are never stale by a hash, since a rerun
+measures the machine as much as the code: they regenerate only with ``--all`` or ``--only``.
+Reports run in the listed order (the learned study writes model files that the others read).
+After any run the README's generated blocks are rewritten.
+
+``--compare`` checks, figure by figure, each regenerated report against the copy it replaced,
+so a refactor can show "no figure changed" (:func:`figure_changes`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from memofs_eval._env import REPO
+from memofs_eval.provenance import recorded, stale
+
+SHARED = REPO.parent / "shared" / "datasets"
+PY = sys.executable
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One committed report: where its stamp is, how to remake it, where its figures are."""
+
+    stamp: str
+    command: tuple[str, ...]
+    figures: tuple[str, ...] = ()
+    timing: bool = False
+    needs: tuple[str, ...] = ()  # paths (relative to the repo) that must exist to regenerate it
+
+    def recorded(self, repo: Path = REPO) -> dict | None:
+        path = repo / self.stamp
+        if not path.is_file():
+            return None
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text) if path.suffix == ".json" else recorded(text)
+
+    def why_stale(self, repo: Path = REPO) -> list[str]:
+        rec = self.recorded(repo)
+        if rec is None:
+            return [f"{self.stamp} is missing or records no provenance"]
+        return [] if self.timing else stale(rec, repo)
+
+
+_LOCOMO = "../shared/datasets/locomo"
+_LME = "../shared/datasets/longmemeval-dev/longmemeval_dev.json"
+_RUN_FIGURES = ("results.csv", "confidence_intervals.csv", "significance.csv", "attribution.csv", "briefing_curve.csv")
+
+REPORTS: tuple[Committed, ...] = (
+    Committed("reports/learned/summary.json", (PY, "-m", "memofs_eval.learned"),
+              ("reports/learned/summary.json", "reports/learned/results.csv"), needs=(_LOCOMO,)),
+    Committed("reports/learned/lodo/summary.json", (PY, "-m", "memofs_eval.learned_transfer"),
+              ("reports/learned/lodo/summary.json",), needs=(_LOCOMO, _LME)),
+    Committed("reports/latest/manifest.json", ("make", "eval"), tuple(f"reports/latest/{f}" for f in _RUN_FIGURES)),
+    Committed("reports/locomo/latest/manifest.json", ("make", "eval-locomo", f"LOCOMO={_LOCOMO}"),
+              tuple(f"reports/locomo/latest/{f}" for f in _RUN_FIGURES), needs=(_LOCOMO,)),
+    Committed("reports/longmemeval/latest/manifest.json", ("make", "eval-longmemeval", f"LONGMEMEVAL={_LME}"),
+              tuple(f"reports/longmemeval/latest/{f}" for f in _RUN_FIGURES), needs=(_LME,)),
+    Committed("reports/supersession/supersession.md",
+              (PY, "-m", "memofs_eval.supersession_sweep", "--out", "reports/supersession",
+               "--count", f"locomo={_LOCOMO}:locomo", "--count", f"longmemeval-dev={_LME}:longmemeval"),
+              ("reports/supersession/supersession.csv",), needs=(_LOCOMO, _LME)),
+    Committed("reports/performance.md", ("make", "bench"), timing=True),
+    Committed("reports/bench-lexical.md", ("make", "bench-lexical"), timing=True),
+    Committed("reports/bench-vector.md", ("make", "bench-vector"), timing=True),
+)
+README_WRITERS: tuple[tuple[str, ...], ...] = (
+    (PY, "-m", "memofs_eval.readme_tables"), (PY, "-m", "memofs_eval.bench.readme"), (PY, "-m", "memofs_eval.readme_tour"))
+
+# fields that describe a run rather than its figures
+_NOT_FIGURES = frozenset({"git_commit", "code_hash", "code_entries", "code_inputs", "code_files", "run_id", "timings",
+                          "packages", "cache", "path", "wall_s", "seconds", "elapsed_s"})
+
+
+def _leaves(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            if k not in _NOT_FIGURES:
+                out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_leaves(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def figure_changes(name: str, old: bytes, new: bytes) -> list[str]:
+    """Each figure that differs between two versions of one figures file (CSV or JSON)."""
+    if name.endswith(".csv"):
+        a, b = pd.read_csv(io.BytesIO(old)), pd.read_csv(io.BytesIO(new))
+        if list(a.columns) != list(b.columns) or len(a) != len(b):
+            return [f"{name}: shape {a.shape} -> {b.shape} or columns differ"]
+        out = []
+        for col in a.columns:
+            for i, (x, y) in enumerate(zip(a[col].tolist(), b[col].tolist(), strict=True)):
+                if not _same(x, y):
+                    out.append(f"{name}: row {i} {col}: {x} -> {y}")
+        return out
+    la, lb = _leaves(json.loads(old)), _leaves(json.loads(new))
+    out = [f"{name}: {k}: {la.get(k)} -> {lb.get(k)}" for k in sorted(set(la) | set(lb)) if not _same(la.get(k), lb.get(k))]
+    return out
+
+
+def regenerate(reports: Sequence[Committed], compare: bool, repo: Path = REPO) -> int:
+    status = 0
+    with tempfile.TemporaryDirectory() as keep:
+        for rep in reports:
+            saved = {}
+            for rel in rep.figures:
+                if (repo / rel).is_file():
+                    saved[rel] = Path(keep) / rel.replace("/", "__")
+                    shutil.copyfile(repo / rel, saved[rel])
+            print(f"== {rep.stamp}: {' '.join(rep.command)}", flush=True)
+            rc = subprocess.run(rep.command, cwd=repo).returncode
+            if rc != 0:
+                print(f"memofs-eval: error: {' '.join(rep.command)} exited {rc}", file=sys.stderr)
+                status = 1
+                continue
+            if compare:
+                changes = [c for rel, old in saved.items() if (repo / rel).is_file()
+                           for c in figure_changes(rel, old.read_bytes(), (repo / rel).read_bytes())]
+                print(f"   {rep.stamp}: no figure changed" if not changes else
+                      f"   {rep.stamp}: {len(changes)} figures changed, first: " + "; ".join(changes[:5]), flush=True)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memofs_eval.regenerate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dry-run", action="store_true", help="only say which reports are stale and why")
+    ap.add_argument("--all", action="store_true", help="regenerate every report, timing reports included")
+    ap.add_argument("--only", nargs="+", default=[], metavar="PATH", help="regenerate these reports (their stamp paths)")
+    ap.add_argument("--compare", action="store_true", help="check figure by figure against the replaced copies")
+    args = ap.parse_args(argv)
+    known = {r.stamp: r for r in REPORTS}
+    unknown = [p for p in args.only if p not in known]
+    if unknown:
+        print(f"memofs-eval: error: --only {unknown[0]}: not a committed report (known: {', '.join(known)})", file=sys.stderr)
+        return 2
+    todo = []
+    for rep in REPORTS:
+        why = rep.why_stale()
+        chosen = args.all or rep.stamp in args.only or (not args.only and why)
+        print(f"{rep.stamp}: {'stale: ' + '; '.join(why) if why else 'up to date'}")
+        missing = [n for n in rep.needs if not (REPO / n).exists()]
+        if chosen and missing:
+            print(f"   skipped: needs {', '.join(missing)}")
+        elif chosen:
+            todo.append(rep)
+    if args.dry_run or not todo:
+        return 0
+    status = regenerate(todo, args.compare)
+    for cmd in README_WRITERS:
+        status |= subprocess.run(cmd, cwd=REPO).returncode != 0
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
