@@ -131,3 +131,24 @@ def test_memofs_mcp_serves_with_the_compiled_kernels(tmp_path, preferred, monkey
     res = CliRunner().invoke(app, ["--root", str(tmp_path), "mcp"], env={"MEMOFS_EMBEDDER": "none"})
     assert res.exit_code == 0, res.output
     assert seen == ["numba"]
+
+
+def test_without_numba_every_process_runs_numpy(monkeypatch, preferred):
+    """numba is an extra: where it is missing, the preference falls back to numpy, and asking
+    for it by name is a one-line error, not an ImportError deep in a recall."""
+    monkeypatch.setattr(kernels, "numba_installed", lambda: False)
+    monkeypatch.delenv(kernels.ENV, raising=False)
+    kernels.prefer("numba")
+    assert kernels.backend() == "numpy" and not kernels.compiled()
+    monkeypatch.setenv(kernels.ENV, "numba")
+    with pytest.raises(ValueError, match=r"^MEMOFS_KERNELS=numba but numba is not installed"):
+        kernels.backend()
+    monkeypatch.setattr(kernels, "numba_installed", lambda: True)
+    assert kernels.backend() == "numba"
+
+
+def test_numba_installed_looks_it_up_without_importing_it():
+    code = ("import sys\nfrom memofs.signals import kernels\n"
+            "print(kernels.numba_installed(), 'numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
