@@ -293,15 +293,16 @@ class EntityGraph:
         """ISO timestamp at which consolidation retired the node, if it did."""
         return self._node_valid_until.get(node_id)
 
-    def bm25_documents(self) -> list[tuple[str, str]]:
+    def bm25_documents(self, aliases: bool = True) -> list[tuple[str, str]]:
         """``("graph:<id>", "label summary aliases")`` for each active node.
 
         Empty parts are left out; aliases are joined by spaces. Upstream indexes only the
-        label and summary; the aliases are our addition.
+        label and summary (``aliases=False``, ``RecallConfig.graph_doc_aliases``); the
+        aliases are our addition.
         """
         docs = []
         for n in self.active_nodes():
-            parts = [n.label, n.summary.strip(), " ".join(n.aliases)]
+            parts = [n.label, n.summary.strip(), " ".join(n.aliases) if aliases else ""]
             docs.append((f"graph:{n.id}", " ".join(p for p in parts if p)))
         return docs
 

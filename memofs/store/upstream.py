@@ -75,6 +75,7 @@ from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text
 from memofs.store.config_file import EMBEDDER_KEYS, ConfigFileError, split_recall_config
 from memofs.store.project import (MAX_TEXT_CHARS, Store, StoreError, fingerprint, memory_to_json,
                                   normalize_tags, read_jsonl)
+from memofs.text.index_text import upstream_index_text
 from memofs.text.tokenize import tokenize
 
 UPSTREAM_DEFAULT_MODEL = "Xenova/all-MiniLM-L6-v2"
@@ -262,9 +263,8 @@ def _upstream_embedding(obj: dict[str, Any], where: str) -> tuple[str, str, list
 
 
 def _index_text(m: Memory) -> str:
-    """Upstream's BM25/extraction text of a note: ``(title ?? first 80 chars) + "\n" + content``."""
-    title = m.metadata.get("title")
-    return f"{title if isinstance(title, str) and title else m.text[:80]}\n{m.text}"
+    """Upstream's BM25/extraction text of a note (:func:`~memofs.text.index_text.upstream_index_text`)."""
+    return upstream_index_text(m.text, m.metadata.get("title"))
 
 
 def _json_object(path: Path) -> dict[str, Any] | None:
