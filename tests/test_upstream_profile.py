@@ -28,18 +28,19 @@ MEMS = [
     Memory("a", "Postgres stores tenant data", kind="decision", created_at=NOW, confidence=0.9),
     Memory("b", "Redis caches sessions", kind="note", created_at=NOW, metadata={"title": "Cache"}),
     Memory("c", "Deploys run on Fridays", kind="note", created_at=NOW, confidence=0.2),
-    Memory("d", "Row level security isolates every tenant", kind="constraint", created_at=NOW,
+    Memory("d", "Row level security isolates each tenant", kind="constraint", created_at=NOW,
            confidence=1.0, metadata={"title": "Postgres tenancy"}),
 ]
 NODE = GraphNode("postgres", "PostgreSQL", type="technology", aliases=("pg",), summary="primary database")
 
 # upstream's BM25 documents, tokenized by hand (recall tokenizer: lowercase, split on non
-# [a-z0-9], stop words out); memories without a title repeat their first 80 characters
+# [a-z0-9], upstream's 68 stop words out); memories without a title repeat their first 80 characters
 DOCS = {
     "a": ["postgres", "stores", "tenant", "data"] * 2,
     "b": ["cache", "redis", "caches", "sessions"],
     "c": ["deploys", "run", "fridays"] * 2,
-    "d": ["postgres", "tenancy", "row", "level", "security", "isolates", "every", "tenant"],
+    # "each" is not among upstream's 68 stop words (it is among our 94)
+    "d": ["postgres", "tenancy", "row", "level", "security", "isolates", "each", "tenant"],
     "graph:postgres": ["postgresql", "primary", "database"],  # label summary: no aliases
 }
 # the reranker's text tokens (tokenizeSimple: no stop words dropped) give the same sets here
@@ -89,7 +90,7 @@ def test_upstream_profile_reproduces_upstream_scores() -> None:
 
 
 @pytest.mark.parametrize("switch", ["upstream_index_text", "graph_doc_aliases", "dynamic_weights",
-                                    "neutral_recency_confidence"])
+                                    "neutral_recency_confidence", "upstream_stop_words"])
 def test_each_switch_matters(switch: str) -> None:
     """Undoing any one of the profile's parity switches moves some score off upstream's."""
     cfg = RecallConfig.from_dict({"profile": "upstream"})
@@ -102,5 +103,6 @@ def test_each_switch_matters(switch: str) -> None:
 def test_reference_defaults_untouched() -> None:
     assert "upstream" in PROFILE_NAMES
     ref = RecallConfig()
-    assert (ref.upstream_index_text, ref.graph_doc_aliases, ref.neutral_recency_confidence) == (False, True, False)
+    assert (ref.upstream_index_text, ref.graph_doc_aliases, ref.neutral_recency_confidence,
+            ref.upstream_stop_words) == (False, True, False, False)
     assert ref.config_hash() == RecallConfig.from_dict({"profile": "reference"}).config_hash()

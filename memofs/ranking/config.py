@@ -36,9 +36,11 @@ SIGNAL_FIELDS: tuple[str, ...] = (
     "entity_match",
     "upstream_index_text",
     "graph_doc_aliases",
+    "upstream_stop_words",
 )
 """Fields that change extracted signals; everything else is recombination."""
-_PARITY_SIGNAL_DEFAULTS: Mapping[str, bool] = MappingProxyType({"upstream_index_text": False, "graph_doc_aliases": True})
+_PARITY_SIGNAL_DEFAULTS: Mapping[str, bool] = MappingProxyType(
+    {"upstream_index_text": False, "graph_doc_aliases": True, "upstream_stop_words": False})
 
 
 LEARNED_FALLBACKS: tuple[str, ...] = ("rrf", "none")
@@ -140,6 +142,9 @@ class RecallConfig:
     # graph node documents in the BM25 corpus carry the aliases (ours) or only "label summary"
     # (upstream's: they change N, df and avgdl like any document)
     graph_doc_aliases: bool = True
+    # BM25 and fuzzy drop upstream's 68 stop words only, not our 94 (facts section 1a,
+    # memofs.text.stopwords): the 26 added words count in document lengths and queries
+    upstream_stop_words: bool = False
     # upstream's lexical candidates carry no timestamp and no confidence: recency 0.5 and
     # confidence default_confidence for every candidate (facts section 4 steps 6-7)
     neutral_recency_confidence: bool = False
@@ -237,7 +242,7 @@ class RecallConfig:
             del d["entity_match"]
         # and the fallback / profile fields at their defaults
         for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference"),
-                              ("upstream_index_text", False), ("graph_doc_aliases", True),
+                              ("upstream_index_text", False), ("graph_doc_aliases", True), ("upstream_stop_words", False),
                               ("neutral_recency_confidence", False)):
             if d[name] == default:
                 del d[name]

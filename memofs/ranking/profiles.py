@@ -10,7 +10,8 @@
   upstream-facts sections 0-4), for users who switch tools and want the same order:
   fixed weights 0.6 x vector + 0.4 x lexical even with no vector score (no dynamic
   weighting), then the 0.5/0.5 reranker blend; BM25, fuzzy and reranker over upstream's
-  document text ``(title ?? first 80 characters) + "\n" + text``; graph node documents as
+  document text ``(title ?? first 80 characters) + "\n" + text``, tokenized with upstream's
+  68 stop words (not our 94); graph node documents as
   ``label summary`` (they share the BM25 corpus, so N, df and avgdl count them) and
   returned as candidates; no query rewrite, lexicon, entity boost, drift, kind decay or
   supersession; recency and confidence neutral (0.5 each: upstream's lexical candidates carry
@@ -30,7 +31,7 @@ from typing import Any
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 PROFILE_NAMES: tuple[str, ...] = ("reference", "robust", "upstream")
 UPSTREAM_SETTINGS: dict[str, Any] = {
-    "dynamic_weights": False, "upstream_index_text": True, "graph_doc_aliases": False,
+    "dynamic_weights": False, "upstream_index_text": True, "graph_doc_aliases": False, "upstream_stop_words": True,
     "include_graph_docs": True, "neutral_recency_confidence": True, "use_rewrite": False,
     "use_lexicon": False, "use_entity_boost": False, "use_drift": False, "use_decay": False,
     "use_supersession": False, "entity_match": "upstream",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import repeat
 from operator import attrgetter
 from datetime import datetime
@@ -41,6 +41,8 @@ from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
 from memofs.text.index_text import upstream_index_text
 from memofs.text.rewrite import rewrite_query
+from memofs.text.stopwords import UPSTREAM_STOP_WORDS
+from memofs.text.tokenize import tokenize
 from memofs.signals.frame import KIND_CODES, OTHER_KIND, ContextColumns, SignalFrame, context_columns
 from memofs.signals.vector_index import VectorIndex
 
@@ -144,11 +146,14 @@ class Recaller:
         return self._graph_docs if aliases else dict(self.graph.bm25_documents(aliases=False))
 
     def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
-        key = (cfg.k1, cfg.b, cfg.fuzzy_partial, cfg.upstream_index_text, cfg.graph_doc_aliases)
+        key = (cfg.k1, cfg.b, cfg.fuzzy_partial, cfg.upstream_index_text, cfg.graph_doc_aliases, cfg.upstream_stop_words)
         idx = self._lexical.get(key)
         if idx is None:
-            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
-            if cfg.upstream_index_text:  # other texts than the shared term counts: tokenized here
+            tokenizer = partial(tokenize, stop_words=UPSTREAM_STOP_WORDS) if cfg.upstream_stop_words else tokenize
+            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial,
+                            tokenizer=tokenizer)
+            if cfg.upstream_index_text or cfg.upstream_stop_words:
+                # other texts or tokens than the shared term counts: tokenized here
                 idx.add_many((d, self._lexical_text(d, True)) for d in list(self._memories))
                 idx.add_many(self._graph_docs_for(cfg.graph_doc_aliases).items())
                 self._lexical[key] = idx
