@@ -196,8 +196,15 @@ def test_file_source_refs_become_drift_checked_anchors(store: Path) -> None:
     assert row["anchors"] == [{"path": "src/retry.ts", "sha256": want}]
     assert row["sourceRefs"][0]["sourcePath"] == "src/retry.ts"  # kept as upstream wrote it
     (store / "src/retry.ts").write_text("export const RETRIES = 5;\n")
+    assert "src/db.yaml" in json.dumps(memories(store)["Database connection settings live in src/db.yaml and are loaded at boot."]["anchors"])
     got = {r["text"]: r for r in recall(store, "HTTP client retries exponential backoff")}
     assert got[RETRY_TEXT]["stale"] is True
+
+
+def test_file_source_ref_to_a_missing_file_is_reported(store: Path) -> None:
+    (store / "src/db.yaml").unlink()
+    out = json.loads(cli(store, "import", "--dry-run", "--json"))
+    assert any("'src/db.yaml' is not a file of the project" in w for w in out["warnings"]), out["warnings"]
 
 
 def _fnv1a64(text: str) -> str:

@@ -218,10 +218,12 @@ def _named_nodes(graph: EntityGraph, text: str) -> list[str]:
     return out
 
 
-def _file_anchors(store: Store, refs: object) -> list[Anchor]:
+def _file_anchors(store: Store, refs: object) -> tuple[list[Anchor], list[str]]:
     """Anchors for the ``file`` sourceRefs naming a regular file of the project
-    (``sourcePath``, else ``path``, else ``sourceId``); others stay sourceRefs only."""
+    (``sourcePath``, else ``path``, else ``sourceId``), and the file paths that name none
+    (they stay sourceRefs only)."""
     out: dict[str, Anchor] = {}
+    missed: list[str] = []
     for ref in refs if isinstance(refs, list) else ():
         if not isinstance(ref, dict) or ref.get("sourceType") != FILE_REF:
             continue
@@ -231,14 +233,18 @@ def _file_anchors(store: Store, refs: object) -> list[Anchor]:
         try:
             a = store.anchor(rel)
         except AnchorPathError:  # outside the project, missing or not a file: nothing to watch
+            missed.append(rel)
             continue
         out.setdefault(a.path, a)
-    return list(out.values())
+    return list(out.values()), missed
 
 
-def _linked(store: Store, graph: EntityGraph, m: Memory) -> Memory:
-    """``m`` with its file sourceRefs as anchors and the graph nodes it names as entities."""
-    anchors = _file_anchors(store, m.metadata.get("sourceRefs"))
+def _linked(store: Store, graph: EntityGraph, m: Memory, warnings: list[str]) -> Memory:
+    """``m`` with its file sourceRefs as anchors and the graph nodes it names as entities;
+    a file sourceRef that names no project file is reported in ``warnings``."""
+    anchors, missed = _file_anchors(store, m.metadata.get("sourceRefs"))
+    warnings += [f"{m.id}: sourceRef file {rel!r} is not a file of the project: kept, not drift-checked"
+                 for rel in missed]
     nodes = _named_nodes(graph, m.text)
     meta = {**m.metadata, "entities": nodes} if nodes else m.metadata
     return replace(m, anchors=tuple(anchors), metadata=meta)
@@ -287,7 +293,7 @@ def plan_import(store: Store) -> ImportPlan:
     plan.memories, plan.already = _not_imported(store, known)
     graph = store.load_graph()  # read as it is: a malformed graph line stops the import here
     plan.graph = (len(graph.nodes), len(graph.edges))
-    plan.memories = [_linked(store, graph, m) for m in plan.memories]
+    plan.memories = [_linked(store, graph, m, plan.warnings) for m in plan.memories]
 
     # config.json: upstream's embedder keys moved under recall.upstream
     config = _json_object(p.config)
