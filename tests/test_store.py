@@ -85,7 +85,7 @@ def test_memory_record_fields_and_event(store: Store) -> None:
     assert ev["metadata"] == {"id": m.id, "kind": "decision", "tags": ["db", "infra"]}
     # rule-based extraction ran on write
     edges = lines(store.paths.graph / "edges.jsonl")
-    assert edges == [{"source": "concept:api", "target": "concept:postgresql", "type": "uses", "status": "active"}]
+    assert edges == [{"from": "concept:api", "to": "concept:postgresql", "type": "uses", "status": "active"}]
     back = store.load().memories[0]
     assert back == m
 

@@ -18,7 +18,8 @@ from memofs.files.records import Memory
 from memofs.graph.entity_graph import EntityGraph
 from memofs.signals.embedders.local import DEFAULT_NAME as MINILM
 from memofs.signals.embeddings_file import EmbeddingsFile
-from memofs.store.project import Store, fingerprint
+from memofs.store.project import Store
+from memofs.store.upstream import upstream_id
 from memofs.surfaces.cli import app
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
@@ -127,7 +128,7 @@ def test_import_then_recall_sees_the_same_memories(upstream: Path) -> None:
     res = runner.invoke(app, ["--root", str(upstream), "status"], env=ENV)
     assert "holds 2 upstream MemoFS note(s) not imported; run `memofs import`" in res.output
     out = json.loads(cli(upstream, "import", "--json").stdout)
-    cli_id = "mem_" + fingerprint(f"{CLI_TS}:{CLI_TEXT}")
+    cli_id = upstream_id(CLI_TS, CLI_TEXT)
     assert out["memories"] == [PG_ID, cli_id] and out["already_imported"] == 0 and out["embeddings_reused"] == 1
     assert len(out["embeddings_not_reused"]) == 1 and "not a whole memory" in out["embeddings_not_reused"][0]
 
@@ -206,7 +207,7 @@ def test_upstream_graph_rows_read_as_they_are(upstream: Path) -> None:
     out = upstream / "saved"
     g.save(out)
     row = json.loads((out / "edges.jsonl").read_text())
-    assert row == {"source": "concept:api", "target": "concept:postgres", "type": "uses", "status": "active",
+    assert row == {"from": "concept:api", "to": "concept:postgres", "type": "uses", "status": "active",
                    "id": "edge:5f3a9c10", "weight": 0.6, "confidence": 0.6, "directed": True,
                    "metadata": {"extractor": "rule-based"}}
     again = EntityGraph.load(out)
@@ -287,7 +288,7 @@ def test_note_without_id_gets_a_stable_one() -> None:
 
     (_, note) = parse_notes(NOTES)
     m = note_to_memory(note, "notes.md")
-    assert isinstance(m, Memory) and m.id == "mem_" + fingerprint(f"{CLI_TS}:{CLI_TEXT}")
+    assert isinstance(m, Memory) and m.id == upstream_id(CLI_TS, CLI_TEXT)
     assert m.confidence == 1.0 and m.tags == () and m.metadata == {"writer": "alice"}
 
 

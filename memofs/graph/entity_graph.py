@@ -10,11 +10,14 @@ Differences from upstream:
 * :meth:`bm25_documents` indexes ``label summary aliases``; upstream indexes only
   ``label summary``. Aliases let an abbreviation ("pg") reach the node's document.
 * Upstream's sourceRefs (and its other record fields) are kept verbatim (``extra``) but
-  not rendered, so lines have no ``↳ source:`` provenance line. Upstream's edge rows
-  (``from``/``to``) are read as they are and written back as ``source``/``target``.
+  not rendered, so lines have no ``↳ source:`` provenance line.
+* One file dialect both tools read (issue 37): edge rows are written with upstream's
+  ``from``/``to`` keys (memofs's older ``source``/``target`` rows are still read), and a
+  ``retired`` node or edge is written with upstream's inactive status ``deprecated``
+  (upstream's ``normalizeStatus`` refuses any other word), ``valid_until`` beside it.
 * :meth:`consolidate` does the supersedes retirements only, no alias/label merges (merges
   delete the merged-away node; the brief asks that nothing is deleted). Retired items get
-  status ``retired`` (upstream writes ``deprecated``; both are filtered from recall) and a
+  status ``retired`` in memory (``deprecated`` in the files; both are filtered from recall) and a
   ``valid_until`` timestamp kept beside the record and persisted in the JSONL rows.
 * :meth:`entity_state` also skips ``retired`` edges (upstream has no such status).
 * :meth:`resolve_entities` matches on the recall tokenizer's terms by default, so a stop
@@ -290,15 +293,16 @@ class EntityGraph:
         """ISO timestamp at which consolidation retired the node, if it did."""
         return self._node_valid_until.get(node_id)
 
-    def bm25_documents(self) -> list[tuple[str, str]]:
+    def bm25_documents(self, aliases: bool = True) -> list[tuple[str, str]]:
         """``("graph:<id>", "label summary aliases")`` for each active node.
 
         Empty parts are left out; aliases are joined by spaces. Upstream indexes only the
-        label and summary; the aliases are our addition.
+        label and summary (``aliases=False``, ``RecallConfig.graph_doc_aliases``); the
+        aliases are our addition.
         """
         docs = []
         for n in self.active_nodes():
-            parts = [n.label, n.summary.strip(), " ".join(n.aliases)]
+            parts = [n.label, n.summary.strip(), " ".join(n.aliases) if aliases else ""]
             docs.append((f"graph:{n.id}", " ".join(p for p in parts if p)))
         return docs
 
@@ -438,7 +442,7 @@ class EntityGraph:
 
     def _node_row(self, n: GraphNode) -> dict:
         row = {"id": n.id, "label": n.label, "type": n.type, "aliases": list(n.aliases),
-               "status": n.status, "summary": n.summary}
+               "status": _file_status(n.status), "summary": n.summary}
         if (n.confidence, n.importance) != (1.0, 0.5):  # upstream's defaults stay implicit
             row.update(confidence=n.confidence, importance=n.importance)
         row.update(n.extra)  # upstream's other fields, written back as they were read
@@ -448,7 +452,8 @@ class EntityGraph:
 
     def _edge_row(self, key: tuple[str, str, str]) -> dict:
         e = self._edges[key]
-        row = {"source": e.source, "target": e.target, "type": e.type, "status": e.status, **e.extra}
+        # upstream's keys: its reader refuses an edge without ``from``/``to`` (issue 37)
+        row = {"from": e.source, "to": e.target, "type": e.type, "status": _file_status(e.status), **e.extra}
         if key in self._edge_valid_until:
             row["valid_until"] = self._edge_valid_until[key]
         return row
@@ -516,7 +521,7 @@ class EntityGraph:
             if row["id"] in graph:
                 raise ValueError(f"{where}: field 'id' duplicates node {row['id']!r}")
             node = GraphNode(id=row["id"], label=row["label"], type=row.get("type", "concept"),
-                             aliases=tuple(aliases), status=row.get("status", "active"),
+                             aliases=tuple(aliases), status=_model_status(row),
                              summary=row.get("summary") or "",
                              confidence=_unit(row, "confidence", 1.0, where),
                              importance=_unit(row, "importance", 0.5, where),
@@ -533,7 +538,7 @@ class EntityGraph:
                 if field in row and not isinstance(row[field], str):
                     raise ValueError(f"{where}: field {field!r} must be a string")
             edge = GraphEdge(source=row["source"], target=row["target"], type=row["type"],
-                             status=row.get("status", "active"),
+                             status=_model_status(row),
                              extra={k: row[k] for k in UPSTREAM_EDGE_FIELDS if k in row})
             key = (edge.source, edge.type, edge.target)
             if key in graph._edges:
@@ -542,6 +547,19 @@ class EntityGraph:
             if "valid_until" in row:
                 graph._edge_valid_until[key] = row["valid_until"]
         return graph
+
+
+def _file_status(status: str) -> str:
+    """The status as the files spell it: ``retired`` is upstream's ``deprecated`` (its
+    readers accept active, deprecated, conflicted, deleted, stale and unverified only)."""
+    return "deprecated" if status == "retired" else status
+
+
+def _model_status(row: dict) -> str:
+    """The status of a file row: a ``deprecated`` row with memofs's ``valid_until`` is one
+    :meth:`EntityGraph.consolidate` retired (:func:`_file_status`)."""
+    status = row.get("status", "active")
+    return "retired" if status == "deprecated" and "valid_until" in row else status
 
 
 def _edge_endpoints(row: object, where: str) -> object:

@@ -34,8 +34,13 @@ SIGNAL_FIELDS: tuple[str, ...] = (
     "b",
     "fuzzy_partial",
     "entity_match",
+    "upstream_index_text",
+    "graph_doc_aliases",
+    "upstream_stop_words",
 )
 """Fields that change extracted signals; everything else is recombination."""
+_PARITY_SIGNAL_DEFAULTS: Mapping[str, bool] = MappingProxyType(
+    {"upstream_index_text": False, "graph_doc_aliases": True, "upstream_stop_words": False})
 
 
 LEARNED_FALLBACKS: tuple[str, ...] = ("rrf", "none")
@@ -130,8 +135,22 @@ class RecallConfig:
     # lexical and cosine ranks, k = 60) or "none" (keep the model's order)
     learned_fallback: str = "rrf"
     learned_ood_threshold: float = 0.25
-    # a named profile (memofs.ranking.profiles): "reference" (the spec, default) or "robust"
-    # (the learned-fusion study's best leave-one-dataset-out configuration); from_dict applies
+    # upstream parity switches (issue 37; the ``upstream`` profile), off in the reference:
+    # BM25, fuzzy and the reranker read upstream's document text ``(title ?? first 80
+    # characters) + "\n" + text`` (memofs.text.index_text; facts section 2)
+    upstream_index_text: bool = False
+    # graph node documents in the BM25 corpus carry the aliases (ours) or only "label summary"
+    # (upstream's: they change N, df and avgdl like any document)
+    graph_doc_aliases: bool = True
+    # BM25 and fuzzy drop upstream's 68 stop words only, not our 94 (facts section 1a,
+    # memofs.text.stopwords): the 26 added words count in document lengths and queries
+    upstream_stop_words: bool = False
+    # upstream's lexical candidates carry no timestamp and no confidence: recency 0.5 and
+    # confidence default_confidence for every candidate (facts section 4 steps 6-7)
+    neutral_recency_confidence: bool = False
+    # a named profile (memofs.ranking.profiles): "reference" (the spec, default), "robust"
+    # (the learned-fusion study's best leave-one-dataset-out configuration) or "upstream"
+    # (upstream's own ranking, for parity); from_dict applies
     # the profile's settings first, then the other keys
     profile: str = "reference"
 
@@ -222,11 +241,15 @@ class RecallConfig:
         if d["entity_match"] == "terms":
             del d["entity_match"]
         # and the fallback / profile fields at their defaults
-        for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference")):
+        for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference"),
+                              ("upstream_index_text", False), ("graph_doc_aliases", True), ("upstream_stop_words", False),
+                              ("neutral_recency_confidence", False)):
             if d[name] == default:
                 del d[name]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:
-        """The fields that change extracted signals (see :data:`SIGNAL_FIELDS`)."""
-        return tuple(getattr(self, f) for f in SIGNAL_FIELDS)
+        """The fields that change extracted signals (see :data:`SIGNAL_FIELDS`); the upstream
+        parity switches only when set, so every earlier key (and signal cache) stays as it was."""
+        return tuple(getattr(self, f) for f in SIGNAL_FIELDS
+                     if f not in _PARITY_SIGNAL_DEFAULTS or getattr(self, f) != _PARITY_SIGNAL_DEFAULTS[f])

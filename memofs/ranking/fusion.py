@@ -22,7 +22,9 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
    the reranker is on and scored the candidates, else 0 (a failed reranker is skipped).
 6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
    + w_confidence * clamp01(confidence)``; a missing age gives recency 0.5 and a missing
-   confidence gives ``default_confidence``; a switched-off term has weight 0.
+   confidence gives ``default_confidence``; a switched-off term has weight 0;
+   ``neutral_recency_confidence`` gives every candidate recency 0.5 and
+   ``default_confidence`` (upstream's lexical candidates carry neither, facts section 4).
 7. Anchor drift: ``final *= stale_penalty`` when an anchor drifted (``use_drift``); kind
    decay: ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
    (``use_decay``, :func:`~memofs.ranking.pools.unverified`); penalties compound
@@ -66,8 +68,12 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
     else:
         base = base0
     age = frame.age_days[rows]
-    rec = recency(age, cfg.half_life_days)
-    conf = confidence(frame.confidence[rows], cfg.default_confidence)
+    if cfg.neutral_recency_confidence:  # upstream's lexical candidates: no timestamp, no confidence
+        rec = np.full(rows.size, 0.5)
+        conf = np.full(rows.size, cfg.default_confidence)  # validated in [0, 1]
+    else:
+        rec = recency(age, cfg.half_life_days)
+        conf = confidence(frame.confidence[rows], cfg.default_confidence)
     composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
     stale = frame.stale[rows] & cfg.use_drift
     unverified_rows = unverified(age, frame.kind[rows], cfg)

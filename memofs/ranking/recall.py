@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import repeat
 from operator import attrgetter
 from datetime import datetime
@@ -39,7 +39,10 @@ from memofs.files.memory_table import MemoryMap, MemoryTable
 from memofs.files.records import Memory
 from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
+from memofs.text.index_text import upstream_index_text
 from memofs.text.rewrite import rewrite_query
+from memofs.text.stopwords import UPSTREAM_STOP_WORDS
+from memofs.text.tokenize import tokenize
 from memofs.signals.frame import KIND_CODES, OTHER_KIND, ContextColumns, SignalFrame, context_columns
 from memofs.signals.vector_index import VectorIndex
 
@@ -132,11 +135,29 @@ class Recaller:
         yield from zip(list(self._memories), self._memories.texts())
         yield from self._graph_docs.items()
 
+    def _lexical_text(self, doc_id: str, upstream_text: bool) -> str:
+        """A memory's lexical document: its text, or upstream's ``(title ?? first 80
+        characters) + "\n" + text`` (``RecallConfig.upstream_index_text``)."""
+        m = self._memories[doc_id]
+        return upstream_index_text(m.text, (m.metadata or {}).get("title")) if upstream_text else m.text
+
+    def _graph_docs_for(self, aliases: bool) -> dict[str, str]:
+        """The graph's BM25 documents, with the aliases (ours) or without (upstream's)."""
+        return self._graph_docs if aliases else dict(self.graph.bm25_documents(aliases=False))
+
     def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
-        key = (cfg.k1, cfg.b, cfg.fuzzy_partial)
+        key = (cfg.k1, cfg.b, cfg.fuzzy_partial, cfg.upstream_index_text, cfg.graph_doc_aliases, cfg.upstream_stop_words)
         idx = self._lexical.get(key)
         if idx is None:
-            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial)
+            tokenizer = partial(tokenize, stop_words=UPSTREAM_STOP_WORDS) if cfg.upstream_stop_words else tokenize
+            idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial,
+                            tokenizer=tokenizer)
+            if cfg.upstream_index_text or cfg.upstream_stop_words:
+                # other texts or tokens than the shared term counts: tokenized here
+                idx.add_many((d, self._lexical_text(d, True)) for d in list(self._memories))
+                idx.add_many(self._graph_docs_for(cfg.graph_doc_aliases).items())
+                self._lexical[key] = idx
+                return idx
             if self._terms is None:  # the corpus tokenized once, as one matrix every index adopts
                 mems = self._memories
                 self._terms, self._touched = TermCounts.build(list(mems), mems.texts()), {}
@@ -145,7 +166,7 @@ class Recaller:
             touched = list(self._touched)
             idx.remove(touched)
             idx.add_many((d, self._memories[d].text) for d in touched if d in self._memories)
-            idx.add_many(self._graph_docs.items())
+            idx.add_many(self._graph_docs_for(cfg.graph_doc_aliases).items())
             self._lexical[key] = idx
         return idx
 
@@ -186,8 +207,8 @@ class Recaller:
             self._memories.set_many(ids, mems)
         if self._lexical or self._rerank_index is not None:  # built on first use otherwise
             pairs = list(zip(ids, texts))
-            for idx in self._lexical.values():
-                idx.add_many(pairs)
+            for key, idx in self._lexical.items():
+                idx.add_many([(d, self._lexical_text(d, True)) for d in ids] if key[3] else pairs)
             if self._rerank_index is not None:
                 self._rerank_index.add_many(pairs)
         if index is not None and mems:
@@ -235,9 +256,9 @@ class Recaller:
         """Re-index the graph's active nodes as ``graph:<id>`` BM25 documents."""
         old = list(self._graph_docs)
         self._graph_docs = dict(self.graph.bm25_documents())
-        for idx in self._lexical.values():
+        for key, idx in self._lexical.items():
             idx.remove(old)
-            idx.add_many(self._graph_docs.items())
+            idx.add_many(self._graph_docs_for(key[4]).items())
         if self._rerank_index is not None:
             self._rerank_index.remove(old)
             self._rerank_index.add_many(self._graph_docs.items())
@@ -310,11 +331,14 @@ class Recaller:
             self._rerank_rows = (ids, np.fromiter((pos[d] for d in ids), dtype=np.int64, count=len(ids)))
         return self._rerank_index.overlap(text)[self._rerank_rows[1]]
 
-    def _text_of(self, doc_id: str) -> str:
+    def _text_of(self, doc_id: str, cfg: RecallConfig | None = None) -> str:
+        """The document's text; with ``cfg``, the text its lexical signals and reranker read
+        (upstream's document text and graph documents under the parity switches)."""
         mem = self._memories.get(doc_id)
         if mem is not None:
-            return mem.text
-        return self._graph_docs.get(doc_id) or self.phrases.text_of(doc_id) or ""
+            return self._lexical_text(doc_id, True) if cfg is not None and cfg.upstream_index_text else mem.text
+        graph = self._graph_docs if cfg is None else self._graph_docs_for(cfg.graph_doc_aliases)
+        return graph.get(doc_id) or self.phrases.text_of(doc_id) or ""
 
     def _now(self, now: datetime | None) -> datetime:
         if now is not None:
@@ -355,7 +379,11 @@ class Recaller:
         cfg = config or self.config
         stage = _Stopwatch(profile)
         frame, cols = self._extract(query, task_type, now, cfg, stage, context=True, k=cfg.top_k)
-        if frame.rerank_ok:
+        if frame.rerank_ok and (cfg.upstream_index_text or not cfg.graph_doc_aliases):
+            # the corpus overlap index holds memofs's texts: other texts are scored one by one
+            with stage("rerank overlap"):
+                self._rerank_pool(frame, cfg.replace(use_reranker=True), np.arange(len(frame)))
+        elif frame.rerank_ok:
             with stage("rerank overlap"):
                 n = len(cols.ids)
                 frame.rerank[:n] = self._rerank_all(frame.query_text, cols.ids)
@@ -436,7 +464,7 @@ class Recaller:
         """Score the candidate pool with the reranker; a failing reranker skips the fold."""
         if not cfg.use_reranker or rows.size == 0 or not frame.query_text.strip():
             return
-        texts = [self._text_of(frame.ids[r]) for r in rows.tolist()]
+        texts = [self._text_of(frame.ids[r], cfg) for r in rows.tolist()]
         try:
             scores = np.asarray(self.reranker.score(frame.query_text, texts), dtype=np.float64)
             if scores.shape != (rows.size,):

@@ -4,10 +4,16 @@ What upstream keeps where (upstream-facts.md section 10) and what becomes of it:
 
 * ``memory/notes.md`` (every memory, in ``formatTimestampedNote`` entries): **imported**.
   Each note becomes one ``memories.jsonl`` line: id (``metadata.id``; a note written by
-  upstream's CLI has none and gets ``mem_`` + :func:`~memofs.store.project.fingerprint`
-  of ``<timestamp>:<content>``, so a second import finds it again), kind, the heading
-  timestamp as ``created_at``, confidence, tags, and upstream's fields (title, source,
-  writer, ``sourceRefs``, the rest of the note metadata as ``metadata``) kept verbatim.
+  upstream's CLI has none and gets the id upstream's ``writeMemory`` gives a note written
+  at that instant: ``mem_`` + 64-bit FNV-1a of ``<timestamp>:<content>`` (facts section 10
+  step 3; :func:`upstream_id`), so both tools name it alike and a second import finds it
+  again), kind, the heading timestamp as ``created_at``, confidence, tags, and upstream's
+  fields (title, source, writer, ``sourceRefs``, the rest of the note metadata as
+  ``metadata``) kept verbatim. A ``file`` sourceRef naming a regular file of the project
+  becomes an anchor (hashed at import: drift is measured from then on). The graph nodes
+  the note names (label or alias, as recall tokens) are its ``entities``, so upstream's
+  ``supersedes`` edges, which join node ids, reach the memories
+  (:meth:`memofs.ranking.recall.Recaller.superseded_by`).
   notes.md itself is left as it is.
 * ``indexes/embeddings.jsonl`` (upstream ``FsRecallStore`` lines ``{id, text, embedding,
   metadata, namespace, updatedAt}``, keyed by chunk id): **converted** when the embedder
@@ -36,8 +42,10 @@ view and repair). Reading a second record would split every one of those in two;
 upstream's vectors are keyed by chunk, not memory, so they need converting once anyway.
 Files that mean the same in both layouts (graph, config) are read as they are.
 
-Lossless: every file the import rewrites (manifest, config, embeddings) is first copied
-byte for byte under ``.memofs/upstream/`` (a later import never overwrites a copy). The
+Lossless: every upstream file the import or a later memofs write touches (manifest,
+config, embeddings, the event log, graph nodes and edges) is first copied byte for byte
+under ``.memofs/upstream/`` (a later import never overwrites a copy); what memofs writes
+into upstream's files is in upstream's dialect (graph edges with ``from``/``to``). The
 dry run computes the same plan and writes nothing; a second import finds nothing to do.
 Malformed input stops the import before anything is written, with one line naming file,
 line and field.
@@ -47,7 +55,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +65,18 @@ from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
 from memofs.files.jsonl import append_line, repair_tail
 from memofs.files.notes_md import Note, parse_notes
-from memofs.files.records import MEMORY_KINDS, InvalidInputError, Memory, memory_extras
+from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, memory_extras
 from memofs.files.timestamps import parse_iso
+from memofs.graph.entity_graph import EDGES_FILE, NODES_FILE, EntityGraph
+from memofs.signals.anchors import AnchorPathError
+from memofs.signals.phrase_scan import fingerprint as fnv1a64
 from memofs.signals.embedders.local import DEFAULT_NAME as MINILM
 from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 from memofs.store.config_file import EMBEDDER_KEYS, ConfigFileError, split_recall_config
 from memofs.store.project import (MAX_TEXT_CHARS, Store, StoreError, fingerprint, memory_to_json,
                                   normalize_tags, read_jsonl)
+from memofs.text.index_text import upstream_index_text
+from memofs.text.tokenize import tokenize
 
 UPSTREAM_DEFAULT_MODEL = "Xenova/all-MiniLM-L6-v2"
 SAME_MODEL: dict[str, tuple[str, int]] = {UPSTREAM_DEFAULT_MODEL: (MINILM, 384)}
@@ -71,6 +84,20 @@ SAME_MODEL: dict[str, tuple[str, int]] = {UPSTREAM_DEFAULT_MODEL: (MINILM, 384)}
 BACKUP_DIR = "upstream"
 NOTES_FILE = Path("memory") / "notes.md"
 _NOTE_META_KEPT_OUT = ("id", "sourceRefs")
+FILE_REF = "file"
+"""The sourceRef ``sourceType`` that names a project file (an anchor once imported)."""
+
+
+def upstream_id(timestamp: str, content: str) -> str:
+    """Upstream ``writeMemory``'s id for a note written at ``timestamp`` (facts section 10
+    step 3: ``"mem_" + fingerprint("<nowISO>:<content>")``, fingerprint = 64-bit FNV-1a)."""
+    return "mem_" + fnv1a64(f"{timestamp}:{content}")
+
+
+def _legacy_id(timestamp: str, content: str) -> str:
+    """The id imports before issue 37 gave a note without one (SHA-256 based): a note
+    imported under it is already imported."""
+    return "mem_" + fingerprint(f"{timestamp}:{content}")
 
 # ---------------------------------------------------------------------- the plan
 @dataclass
@@ -118,7 +145,7 @@ def note_to_memory(note: Note, where: str) -> Memory:
     mem_id = meta.get("id")
     if mem_id is not None and (not isinstance(mem_id, str) or not mem_id.strip()):
         raise StoreError(f"{at}: field 'metadata.id' must be a non-empty string")
-    mem_id = mem_id or "mem_" + fingerprint(f"{note.timestamp}:{note.content}")
+    mem_id = mem_id or upstream_id(note.timestamp, note.content)
     user = {k: v for k, v in meta.items() if k not in _NOTE_META_KEPT_OUT}
     try:
         tags = normalize_tags(note.tags)
@@ -134,6 +161,12 @@ def note_to_memory(note: Note, where: str) -> Memory:
 def read_notes(store: Store) -> list[Memory]:
     """The memories of the store's upstream ``memory/notes.md`` (none when it is absent);
     a repeated id: the later entry wins, as in memories.jsonl."""
+    return [m for m, _ in _read_note_entries(store)]
+
+
+def _read_note_entries(store: Store) -> list[tuple[Memory, str]]:
+    """(memory, the id an import before issue 37 gave it) for each notes.md entry; the old
+    id is the memory's own when the note carries one."""
     path = store.paths.dir / NOTES_FILE
     try:
         text = safe_json.read_text(path)
@@ -145,21 +178,76 @@ def read_notes(store: Store) -> list[Memory]:
         notes = parse_notes(text, str(path))
     except InvalidInputError as exc:
         raise StoreError(str(exc)) from None
-    by_id: dict[str, Memory] = {}
+    by_id: dict[str, tuple[Memory, str]] = {}
     for note in notes:
         m = note_to_memory(note, str(path))
+        old = m.id if note.metadata.get("id") else _legacy_id(note.timestamp, note.content)
         by_id.pop(m.id, None)
-        by_id[m.id] = m
+        by_id[m.id] = (m, old)
     return list(by_id.values())
+
+
+def _not_imported(store: Store, known: set[str]) -> tuple[list[Memory], int]:
+    """The notes whose memory is in neither ``known`` id (today's nor the pre-issue-37 one),
+    and how many are."""
+    entries = _read_note_entries(store)
+    todo = [m for m, old in entries if m.id not in known and old not in known]
+    return todo, len(entries) - len(todo)
 
 
 def pending_notes(store: Store, known: set[str]) -> int:
     """How many notes of an upstream notes.md are not in ``known`` (memory ids): the hint
     that ``memofs import`` has not run. 0 when there is no notes.md or it cannot be read."""
     try:
-        return sum(1 for m in read_notes(store) if m.id not in known)
+        return len(_not_imported(store, known)[0])
     except StoreError:
         return 0
+
+
+def _named_nodes(graph: EntityGraph, text: str) -> list[str]:
+    """Ids of the graph's nodes whose label or an alias ``text`` names: the candidate's
+    recall tokens appear in ``text``'s tokens, in order and adjacent ("Redis Streams")."""
+    words = tokenize(text)
+    out = []
+    for n in graph.nodes:
+        for name in (n.label, *n.aliases):
+            toks = tokenize(name)
+            if toks and any(words[i:i + len(toks)] == toks for i in range(len(words) - len(toks) + 1)):
+                out.append(n.id)
+                break
+    return out
+
+
+def _file_anchors(store: Store, refs: object) -> tuple[list[Anchor], list[str]]:
+    """Anchors for the ``file`` sourceRefs naming a regular file of the project
+    (``sourcePath``, else ``path``, else ``sourceId``), and the file paths that name none
+    (they stay sourceRefs only)."""
+    out: dict[str, Anchor] = {}
+    missed: list[str] = []
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, dict) or ref.get("sourceType") != FILE_REF:
+            continue
+        rel = next((ref[k] for k in ("sourcePath", "path", "sourceId") if isinstance(ref.get(k), str) and ref[k]), None)
+        if rel is None:
+            continue
+        try:
+            a = store.anchor(rel)
+        except AnchorPathError:  # outside the project, missing or not a file: nothing to watch
+            missed.append(rel)
+            continue
+        out.setdefault(a.path, a)
+    return list(out.values()), missed
+
+
+def _linked(store: Store, graph: EntityGraph, m: Memory, warnings: list[str]) -> Memory:
+    """``m`` with its file sourceRefs as anchors and the graph nodes it names as entities;
+    a file sourceRef that names no project file is reported in ``warnings``."""
+    anchors, missed = _file_anchors(store, m.metadata.get("sourceRefs"))
+    warnings += [f"{m.id}: sourceRef file {rel!r} is not a file of the project: kept, not drift-checked"
+                 for rel in missed]
+    nodes = _named_nodes(graph, m.text)
+    meta = {**m.metadata, "entities": nodes} if nodes else m.metadata
+    return replace(m, anchors=tuple(anchors), metadata=meta)
 
 
 def _upstream_embedding(obj: dict[str, Any], where: str) -> tuple[str, str, list[float]] | None:
@@ -181,9 +269,8 @@ def _upstream_embedding(obj: dict[str, Any], where: str) -> tuple[str, str, list
 
 
 def _index_text(m: Memory) -> str:
-    """Upstream's BM25/extraction text of a note: ``(title ?? first 80 chars) + "\n" + content``."""
-    title = m.metadata.get("title")
-    return f"{title if isinstance(title, str) and title else m.text[:80]}\n{m.text}"
+    """Upstream's BM25/extraction text of a note (:func:`~memofs.text.index_text.upstream_index_text`)."""
+    return upstream_index_text(m.text, m.metadata.get("title"))
 
 
 def _json_object(path: Path) -> dict[str, Any] | None:
@@ -203,10 +290,10 @@ def plan_import(store: Store) -> ImportPlan:
     stored = store.load().memories
     known = {m.id for m in stored}
     notes = read_notes(store)
-    plan.memories = [m for m in notes if m.id not in known]
-    plan.already = len(notes) - len(plan.memories)
+    plan.memories, plan.already = _not_imported(store, known)
     graph = store.load_graph()  # read as it is: a malformed graph line stops the import here
     plan.graph = (len(graph.nodes), len(graph.edges))
+    plan.memories = [_linked(store, graph, m, plan.warnings) for m in plan.memories]
 
     # config.json: upstream's embedder keys moved under recall.upstream
     config = _json_object(p.config)
@@ -299,6 +386,10 @@ def apply_import(store: Store, plan: ImportPlan) -> None:
     facts, rewrite config, manifest and embeddings."""
     p = store.paths
     with store.lock():
+        # upstream's files this import or a later memofs write appends to: copied first, so
+        # the store upstream wrote can always be put back (manifest and config just below)
+        for path in (p.events, p.graph / NODES_FILE, p.graph / EDGES_FILE, p.embeddings):
+            _backup(store, path)
         for f in (p.memories, p.events):
             if not f.exists():
                 f.parent.mkdir(parents=True, exist_ok=True)

@@ -409,8 +409,8 @@ def import_(
 ) -> None:
     """Make an upstream (TypeScript) MemoFS store in the project root a memofs store:
     notes.md memories and matching embedding lines are imported, upstream's config keys
-    moved aside; graph files are read as they are. Rewritten files are first copied under
-    .memofs/upstream/. A second import does nothing."""
+    moved aside; graph files are read as they are. Every upstream file it or a later write
+    touches is first copied under .memofs/upstream/. A second import does nothing."""
     as_json = as_json or ctx.obj.json
 
     def run() -> None:

@@ -41,7 +41,7 @@ def default_model_path() -> Path:
 
 
 @contextmanager
-def _quiet_loading() -> Iterator[None]:
+def quiet_loading() -> Iterator[None]:
     """transformers' "Loading weights" progress bar off while the model loads from local
     disk: on a CLI's stderr (every `memofs recall`) it is noise, not progress worth showing.
     The bar's previous state is restored afterwards."""
@@ -75,7 +75,7 @@ def load_sentence_transformer(model: str, device: str = "cpu") -> Any:
         if looks_like_path and not Path(model).expanduser().is_dir():
             raise EmbedderError(f"Failed to initialize the local embedder: no model directory at {model}")
         try:
-            with _quiet_loading():
+            with quiet_loading():
                 st = SentenceTransformer(str(Path(model).expanduser()) if looks_like_path else model, device=device)
         except Exception as exc:  # any loader failure (missing files, no hub offline, bad config)
             raise EmbedderError(f"Failed to initialize the local embedder: {exc}") from exc

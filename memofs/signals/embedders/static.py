@@ -11,15 +11,34 @@ depends on the thread count), each PCA component's sign is fixed (its largest-ma
 positive), and the table is rounded to float16 precision (stored as float32), which absorbs
 last-bit differences that survive. The sha256 of the table is written beside it
 (``checksum.txt``) and checked on every load; :func:`table_checksum` recomputes it.
+
+Issue 37: numpy's BLAS (the PCA's covariance product and eigendecomposition) also runs on
+one thread now (``threadpoolctl``); before, its thread count followed the machine's cores.
+``BUILD`` is kept: the pinning changes a table by the last-bit noise a build already had
+between machines, and a new key would make a warm evaluation cache (keyed by embedder name)
+mix vectors of two tables.
+What stays machine-dependent: the kernels themselves (torch's and OpenBLAS's AVX2 and
+AVX-512 paths sum in other orders), and rounding to float16 absorbs such noise only for values
+far from a float16 rounding boundary: with 29,525 x 256 entries, one float32 ulp of noise
+flips about 2**-13 of them, i.e. some hundreds of entries, which move cosines in the 4th
+decimal and so the rounded scores' ties. A table is identified by its checksum: two runs
+with equal checksums give identical static figures; across CPUs only the checksum says so.
+
+The build is silent (issue 37: ``make eval --quiet`` printed transformers' "Loading
+weights" bar and model2vec's "Encoding tokens" bar, which has no switch of its own):
+:func:`quiet_distillation`.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memofs.signals.embedders.base import EmbedderError, empty, l2_normalise
-from memofs.signals.embedders.local import default_model_path
+from memofs.signals.embedders.local import default_model_path, quiet_loading
 
 
 BUILD = "model2vec-f32-det1"  # in the cache key: a change to how the table is built makes a new folder
@@ -49,17 +68,42 @@ def canonical_table(table: NDArray[np.float32]) -> NDArray[np.float32]:
     return arr.astype(np.float16).astype(np.float32)
 
 
+@contextmanager
+def quiet_distillation() -> Iterator[None]:
+    """No output from a distillation: transformers' weight-loading bar off
+    (:func:`~memofs.signals.embedders.local.quiet_loading`), model2vec's "Encoding tokens"
+    bar disabled (its ``tqdm`` takes no switch, so the module's name is bound to a disabled
+    one for the duration) and model2vec's log below ERROR held back (an offline run warns
+    that the hub cannot be asked for the model's language). All restored afterwards."""
+    from model2vec.distill import inference
+
+    bar, log = inference.tqdm, logging.getLogger("model2vec")
+    level = log.level
+    inference.tqdm = functools.partial(bar, disable=True)
+    log.setLevel(logging.ERROR)
+    try:
+        with quiet_loading():
+            yield
+    finally:
+        inference.tqdm = bar
+        log.setLevel(level)
+
+
 def distill_deterministic(model_dir: str, pca_dims: int, sif: float) -> Any:
-    """``model2vec.distill`` on one torch thread, seeded, with :func:`canonical_table` applied."""
+    """``model2vec.distill`` on one torch thread and one BLAS thread, seeded, silent, with
+    :func:`canonical_table` applied."""
     import torch
     from model2vec.distill import distill
+    from threadpoolctl import threadpool_limits
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     np.random.seed(0)
     try:
-        model = distill(model_name=model_dir, pca_dims=pca_dims, sif_coefficient=sif, device="cpu", quantize_to="float32")
+        with threadpool_limits(limits=1), quiet_distillation():
+            model = distill(model_name=model_dir, pca_dims=pca_dims, sif_coefficient=sif, device="cpu",
+                            quantize_to="float32")
     finally:
         torch.set_num_threads(threads)
     model.embedding = canonical_table(model.embedding)
