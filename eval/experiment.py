@@ -266,7 +266,8 @@ def results_table(exp: Experiment) -> pd.DataFrame:
                 for cat in sorted(cats, key=lambda c: (c != "all", c)):
                     sub = pq.loc[cats[cat]]
                     for metric in pq.columns:
-                        rows.append({"dataset": dr.data.name, "method": method, "group": info.group, "axis": info.axis,
+                        rows.append({"dataset": dr.data.name, "protocol": dr.data.protocol, "method": method,
+                                     "group": info.group, "axis": info.axis,
                                      "value": "" if info.value is None else str(info.value), "embedder": info.embedder,
                                      "config_hash": info.config_hash, "subset": subset, "category": cat, "metric": metric,
                                      "score": round(float(sub[metric].mean()), 10), "n_queries": len(sub),
