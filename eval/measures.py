@@ -165,7 +165,7 @@ class QueryFacts:
     pairs: tuple[tuple[str, str], ...] = ()
     session: Mapping[str, str] = field(default_factory=dict)  # memory id -> its session (absent: itself)
     family: str = "memofs"  # the protocol's metric definitions (memofs_datasets.protocols)
-    evidence: tuple[str, ...] = ()  # LoCoMo: the question's raw evidence entries
+    evidence: tuple[str, ...] | None = None  # LoCoMo: the question's raw evidence entries (None: not LoCoMo)
     dia: Mapping[str, str] = field(default_factory=dict)  # LoCoMo: memory id -> dia_id
 
     @property
@@ -197,7 +197,7 @@ class Facts:
         pairs = tuple(sorted((old, cur) for old in self.superseded & corpus for cur in self.current_of[old] if cur in corpus))
         return QueryFacts(qrels, self.texts, self.superseded & corpus, self.stale & corpus,
                           self.expired.get(qid, frozenset()), pairs, self.session, self.family,
-                          self.evidence.get(qid, ()), self.dia)
+                          self.evidence.get(qid), self.dia)
 
 
 def session_key(memory) -> str | None:
@@ -266,10 +266,9 @@ def build_facts(ds: Dataset, expiry_days: Mapping[str, float], queries: Iterable
         expired[q.id], corpus[q.id] = memo[key]
     sessions = {m.id: k for m in ds.memories if (k := session_key(m)) is not None}
     family = PROTOCOLS[ds.stats.get("protocol", "memofs")].family
-    evidence, dia = {}, {}
-    if family == "locomo-paper":
-        evidence = {q.id: tuple(e for e in (q.metadata or {}).get("evidence", ())) for q in ds.queries}
-        dia = {m.id: m.metadata["dia_id"] for m in ds.memories if "dia_id" in (m.metadata or {})}
+    # LoCoMo's raw evidence and dia_ids, for its paper's R@k on whatever question set was loaded
+    evidence = {q.id: tuple(q.metadata["evidence"]) for q in ds.queries if "evidence" in (q.metadata or {})}
+    dia = {m.id: m.metadata["dia_id"] for m in ds.memories if "dia_id" in (m.metadata or {})}
     return Facts(MappingProxyType({m.id: m.text for m in ds.memories}), frozenset(successors),
                  MappingProxyType(current_ends(successors)), frozenset(stale), expired, corpus,
                  MappingProxyType(sessions), family, evidence, MappingProxyType(dia))
@@ -456,7 +455,10 @@ def turn2session(ranked: Sequence[str], relevant: frozenset[str], session: Mappi
 
 def locomo_paper_recall(ranked: Sequence[str], facts: QueryFacts, k: int = DEFAULT_TOP_K) -> float:
     """LoCoMo's R@k (``task_eval/evaluation.py``): the share of the question's evidence entries
-    found verbatim among the dia_ids of the top k; 1 when the question has no evidence."""
+    found verbatim among the dia_ids of the top k; 1 when the question has no evidence; NaN
+    outside LoCoMo (no evidence list at all)."""
+    if facts.evidence is None:
+        return math.nan
     if not facts.evidence:
         return 1.0
     context = {facts.dia.get(d) for d in ranked[:k]}

@@ -139,7 +139,7 @@ def test_locomo_paper_recall() -> None:
                           dia={"m1": "D1:1", "m3": "D1:3", "m4": "D2:2"})
     assert _value("locomo_recall@1", ["m1", "m3"], facts) == pytest.approx(1 / 3)  # verbatim entries only
     assert _value("locomo_recall@2", ["m1", "m3", "m4"], facts) == pytest.approx(2 / 3)
-    none = MS.QueryFacts({}, family="locomo-paper", evidence=())
+    none = MS.QueryFacts({}, family="locomo-paper", evidence=(), dia={})
     assert _value("locomo_recall@5", [], none) == 1.0  # no evidence scores 1
 
 
@@ -184,3 +184,7 @@ def test_dev_sample_equals_longmemeval_retrieval_code() -> None:
         assert sorted(df.index) == sorted(expected[g])
         diff = {(g, q, n) for q in df.index for n in names if abs(df.loc[q, n] - expected[g][q][n]) > 1e-9}
         assert diff <= TIE_TOUCHED, sorted(diff - TIE_TOUCHED)
+
+
+def test_locomo_recall_outside_locomo_is_nan() -> None:
+    assert math.isnan(_value("locomo_recall@5", ["a"], _facts("official", {"a"})))
