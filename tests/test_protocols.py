@@ -188,3 +188,42 @@ def test_dev_sample_equals_longmemeval_retrieval_code() -> None:
 
 def test_locomo_recall_outside_locomo_is_nan() -> None:
     assert math.isnan(_value("locomo_recall@5", ["a"], _facts("official", {"a"})))
+
+
+def test_questions_without_gold_keep_a_row(lme_file: Path) -> None:
+    """The 470 set keeps a question without gold: ranx's metrics are NaN there (undefined), the
+    protocol's measures give the published values (recall_any 0, recall_all 1)."""
+    ds = load_longmemeval(lme_file, "turn", protocol="longmemeval-official")
+    data = EvalData(DatasetRef("x", lme_file, "longmemeval", {}), ds)
+    ranked = {q.id: [m.id for m in ds.corpus_for(q)] for q in data.queries}
+    df = MS.per_query(MS.build_facts(ds, {}, list(ranked)), data.qrels, ranked,
+                      ["ndcg@10", "recall_any@5", "recall_all@5"])
+    assert list(df.index) == ["q1", "q2"]
+    assert math.isnan(df.loc["q2", "ndcg@10"]) and df.loc["q1", "ndcg@10"] > 0
+    assert (df.loc["q2", "recall_any@5"], df.loc["q2", "recall_all@5"]) == (0.0, 1.0)
+
+
+def test_spec_protocol_entries(tmp_path: Path) -> None:
+    from memofs_eval.experiment import _methods_of
+    from memofs_eval.spec import SpecError, load_spec
+
+    body = ('name = "p"\nk = 10\nembedder = "none"\nprofiles = ["robust"]\n[ablations]\ntoggles = ["bm25"]\n'
+            '[[datasets]]\nname = "a"\npath = "{p}"\nloader = "longmemeval"\n'
+            'options = {{ granularity = "turn", protocol = "longmemeval-official" }}\nmethods = "{m}"\n')
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text(body.format(p=tmp_path, m="key"))
+    spec = load_spec(spec_file)
+    names = [v.name for v in spec.variants()]
+    assert "profile:robust" in names and "-bm25" in names
+    data = EvalData(spec.datasets[0], load_longmemeval(_write(tmp_path), "turn", "longmemeval-official"))
+    kept, tune = _methods_of(data, spec.variants(), [])
+    assert [v.name for v in kept] == ["default", "profile:robust"] and tune == []
+    spec_file.write_text(body.format(p=tmp_path, m="some"))
+    with pytest.raises(SpecError, match="datasets.methods"):
+        load_spec(spec_file)
+
+
+def _write(tmp_path: Path) -> Path:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([_item("q1", [("answer_a", [_turn("user", "park", True)])])]))
+    return path
