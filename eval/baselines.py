@@ -6,8 +6,9 @@ ranx's fusion methods over exactly those two runs.
   are not retrieved.
 * rank_bm25: the field's BM25 (LongMemEval's ``flat-bm25``): ``rank_bm25.BM25Okapi`` with its
   defaults (k1 1.5, b 0.75, epsilon 0.25) on ``text.split(" ")`` tokens of the documents and
-  the query, one index per scope corpus; the whole corpus is ranked, as ``np.argsort`` ranks it
-  there (zero scores included), ties by id rather than argsort's arbitrary order.
+  the query, one index per scope corpus. Under a LongMemEval protocol preset the whole corpus
+  is ranked, as ``np.argsort`` ranks it there (zero scores included); elsewhere its top ``k``.
+  Ties by id rather than argsort's arbitrary order.
 * dense: cos(q, d) = q . d over unit vectors from the embedding cache (same vectors as
   the pipeline), top ``k``.
 * fusion (ranx ``fuse``, min-max normalised): RRF, CombSUM (``sum``), CombMNZ (``mnz``),
@@ -34,6 +35,7 @@ import numpy as np
 from ranx import Qrels, Run, fuse, optimize_fusion
 
 from memofs.text.tokenize import tokenize
+from memofs_datasets.protocols import PROTOCOLS
 
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
@@ -45,6 +47,7 @@ Top = dict[str, list[tuple[str, float]]]  # query -> (id, score) best first, tie
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "combmnz": "mnz", "wsum": "wsum"}
 TUNABLE = ("rrf", "wsum")
 QUERY_TEXTS = ("raw", "rewritten")
+WHOLE_RANKING_FAMILIES = ("official", "lenient")  # protocols whose published code ranks every document
 
 
 def peer_label(method: str, query: str) -> str:
@@ -197,7 +200,10 @@ def baseline_scores(data: EvalData, methods: Sequence[str], query: str, query_te
             runs[label] = _top(bm25, qids, k)
         elif name == "rank_bm25":
             field = rank_bm25_scores(data, query_texts)
-            runs[label] = _top(field, qids, max(len(v) for v in field.values()) if field else k)
+            # LongMemEval's code ranks the whole haystack (its turn2session grows k past any cutoff);
+            # elsewhere the peer returns its top k like the others (LoCoMo's corpora, TREC run files)
+            whole = PROTOCOLS[data.protocol].family in WHOLE_RANKING_FAMILIES
+            runs[label] = _top(field, qids, max((len(v) for v in field.values()), default=k) if whole else k)
         elif name == "dense":
             runs[label] = _top(dense, qids, k)
         elif param == "tuned" and name in TUNABLE:
