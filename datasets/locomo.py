@@ -24,6 +24,7 @@ from typing import Any
 from memofs.files.records import Memory
 
 from .format import Dataset, DatasetError, Query, read_json
+from .protocols import LOCOMO_PROTOCOLS, protocol as _protocol
 
 UNITS = ("turn", "observation", "summary")
 LOCOMO_LICENCE = "CC BY-NC 4.0 (LoCoMo release); not redistributed here"
@@ -73,10 +74,20 @@ class _Session:
     turns: tuple[_Turn, ...]
 
 
-def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...] = (1, 2, 3, 4)) -> Dataset:
-    """Load LoCoMo; ``stats`` reports totals, unmatched evidence ``(qid, evidence)`` and dropped questions."""
+def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...] = (1, 2, 3, 4),
+                protocol: str = "memofs") -> Dataset:
+    """Load LoCoMo; ``stats`` reports totals, unmatched evidence ``(qid, evidence)`` and dropped questions.
+
+    ``protocol`` ``locomo-paper`` keeps every category (``-no-adv``: 1-4) and every question,
+    those without usable evidence included (the paper's R@k scores them 1; the ranx metrics
+    leave them out); turn units only, the paper's R@k reading retrieved dia_ids."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    proto = _protocol(protocol, LOCOMO_PROTOCOLS)
+    if proto.family == "locomo-paper":
+        if unit != "turn":
+            raise ValueError(f"protocol {protocol!r} reads retrieved dia_ids: unit must be 'turn', got {unit!r}")
+        categories = (1, 2, 3, 4, 5) if proto.name == "locomo-paper" else (1, 2, 3, 4)
     convs = sorted(_sources(Path(path)), key=lambda c: _natural(c[0]))
     seen: set[str] = set()
     last_dates: list[datetime] = []
@@ -85,7 +96,8 @@ def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...
     qrels: dict[str, dict[str, int]] = {}
     stats: dict[str, Any] = {"unit": unit, "conversations": 0, "sessions": 0, "turns": 0, "questions_total": 0,
                              "questions_by_category": {}, "excluded_questions": 0, "unmatched_evidence": [],
-                             "normalised_evidence": [], "dropped_questions": [], "dropped_no_unit": []}
+                             "normalised_evidence": [], "dropped_questions": [], "dropped_no_unit": [],
+                             "protocol": proto.name, "keeps_unjudged": proto.keeps_unjudged, "no_gold_questions": []}
     for conv_id, flat, file in convs:
         if conv_id in seen:
             raise DatasetError(file, None, "sample_id", f"conversation {conv_id!r} appears twice")
@@ -129,11 +141,13 @@ def load_locomo(path: str | Path, unit: str = "turn", categories: tuple[int, ...
                 if ids != [ev]:
                     stats["normalised_evidence"].append((qid, ev, ids))
                 matched += ids
-            if not matched:
+            judged = {mid: 1 for d in matched for mid in by_dia.get(d, ())}
+            if not judged and proto.keeps_unjudged:
+                stats["no_gold_questions"].append(qid)
+            elif not matched:
                 stats["dropped_questions"].append(qid)
                 continue
-            judged = {mid: 1 for d in matched for mid in by_dia.get(d, ())}
-            if not judged:  # e.g. no observation was extracted from the evidence turns
+            elif not judged:  # e.g. no observation was extracted from the evidence turns
                 stats["dropped_no_unit"].append(qid)
                 continue
             qrels[qid] = judged

@@ -7,6 +7,10 @@ rankings break ties by id, so an id built from the session id would let relevanc
 tie-break.  The source's own ``session_id`` is kept in each memory's metadata.  Relevant (1): answer sessions, or turns marked ``has_answer`` (all turns of the
 answer sessions when none is marked).  Abstention questions (``*_abs``) have no evidence and are
 excluded; they are counted in ``stats``.
+
+``protocol`` (:mod:`memofs_datasets.protocols`) selects the documents, gold and questions: the
+default ``memofs`` is the above; ``longmemeval-official`` / ``-419`` and ``lenient`` build what
+LongMemEval's ``run_retrieval.py`` builds (:func:`_official_session`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from memofs.files.records import Memory
 
 from .format import Dataset, DatasetError, Query, read_json
+from .protocols import LONGMEMEVAL_PROTOCOLS, Protocol, protocol as _protocol
 
 GRANULARITIES = ("session", "turn")
 LONGMEMEVAL_LICENCE = "MIT (LongMemEval release); not redistributed here"
@@ -36,10 +41,11 @@ def parse_longmemeval_date(text: Any) -> datetime:
     return datetime(y, mo, d, h, mi, tzinfo=timezone.utc)
 
 
-def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
+def load_longmemeval(path: str | Path, granularity: str = "session", protocol: str = "memofs") -> Dataset:
     """Load one LongMemEval JSON file; ``stats`` counts abstentions, unmatched answer sessions, drops."""
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+    proto = _protocol(protocol, LONGMEMEVAL_PROTOCOLS)
     file = Path(path)
     items = read_json(file)
     if not isinstance(items, list):
@@ -49,14 +55,15 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
     qrels: dict[str, dict[str, int]] = {}
     stats: dict[str, Any] = {"granularity": granularity, "items": len(items), "abstention_excluded": 0,
                              "unmatched_answer_sessions": [], "dropped_questions": [], "duplicate_session_ids": 0,
-                             "fallback_to_session_turns": 0, "questions_by_type": {}}
+                             "fallback_to_session_turns": 0, "questions_by_type": {}, "protocol": proto.name,
+                             "keeps_unjudged": proto.keeps_unjudged, "no_gold_questions": []}
     seen: set[str] = set()
     for i, item in enumerate(items):
         qid = _check_item(file, i, item)
         if qid in seen:
             raise DatasetError(file, None, f"[{i}].question_id", f"duplicate question id {qid!r}")
         seen.add(qid)
-        if qid.endswith("_abs"):
+        if qid.endswith("_abs") and proto.questions != "all":
             stats["abstention_excluded"] += 1
             continue
         fld = f"{qid}"
@@ -91,7 +98,11 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
             if is_answer:
                 found_answers.add(sid)
             meta = {"session_id": sid, "session_index": j}
-            if granularity == "session":
+            if proto.family != "memofs":
+                mems, gold = _official_session(file, where, qid, key, turns, sid, granularity, proto, created, meta)
+                memories += mems
+                judged.update((m, 1) for m in gold)
+            elif granularity == "session":
                 mid = f"{qid}:{key}"
                 text = "\n".join(f"{t['role']}: {t['content']}" for t in turns)
                 memories.append(Memory(id=mid, text=text, kind="note", created_at=created, namespace=qid, metadata=meta))
@@ -113,12 +124,14 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
         qtype = item["question_type"]
         stats["questions_by_type"][qtype] = stats["questions_by_type"].get(qtype, 0) + 1
         if not judged:
-            stats["dropped_questions"].append(qid)
-            continue
+            if not proto.keeps_unjudged:
+                stats["dropped_questions"].append(qid)
+                continue
+            stats["no_gold_questions"].append(qid)
         qrels[qid] = judged
         queries.append(Query(id=qid, text=item["question"], task_type="general", category=qtype, split=None,
                              as_of=as_of, scope=qid, metadata={"answer": item.get("answer")}))
-    if not queries:
+    if not queries or not any(qrels.values()):
         raise DatasetError(file, None, "questions", "no answerable question found")
     used_ns = {q.scope for q in queries}
     memories = [m for m in memories if m.namespace in used_ns]  # haystacks of dropped questions serve no query
@@ -128,6 +141,43 @@ def load_longmemeval(path: str | Path, granularity: str = "session") -> Dataset:
                    licence=LONGMEMEVAL_LICENCE,
                    description=f"LongMemEval {file.name}: one haystack per question, {granularity} memories",
                    memories=tuple(memories), queries=tuple(queries), qrels=qrels, stats=stats)
+
+
+def _official_session(file: Path, where: str, qid: str, key: str, turns: list, sid: str, granularity: str,
+                      proto: Protocol, created: datetime, meta: dict) -> tuple[list[Memory], list[str]]:
+    """One haystack session as LongMemEval's ``process_item_flat_index`` builds it, and its gold ids.
+
+    Only user turns are documents. Session level: the user turns' contents joined by one space
+    (the empty document when there is none), gold when the session id contains ``answer`` and a
+    user turn has ``has_answer``. Turn level: one document per user turn, ``t{k}`` counting every
+    turn of the session; gold when the session id contains ``answer`` and the turn has
+    ``has_answer``. The official code renames an answer session's other turns ``noans_...``, so
+    its turn-to-session metrics see them as another session: ``protocol_session`` keeps that key
+    (the lenient preset keys by session only). Ids stay positional: nothing ranked sees ``answer``."""
+    is_answer = "answer" in sid  # the official rule reads the session id, not answer_session_ids
+    users = [(k, t) for k, t in enumerate(turns) if t["role"] == "user"]
+    if is_answer:
+        for k, t in users:
+            if not isinstance(t.get("has_answer"), bool):
+                raise DatasetError(file, None, f"{where}[{k}].has_answer",
+                                   "a user turn of an answer session needs has_answer true or false")
+    if granularity == "session":
+        mid = f"{qid}:{key}"
+        gold = [mid] if is_answer and any(t["has_answer"] for _, t in users) else []
+        text = " ".join(t["content"] for _, t in users)
+        return [Memory(id=mid, text=text, kind="note", created_at=created, namespace=qid,
+                       metadata={**meta, "protocol_session": key})], gold
+    mems, gold = [], []
+    for k, t in users:
+        mid = f"{qid}:{key}:t{k}"
+        hit = is_answer and t["has_answer"]
+        split = proto.family == "official" and is_answer and not hit
+        mems.append(Memory(id=mid, text=t["content"], kind="note", created_at=created, namespace=qid,
+                           metadata={**meta, "turn": k, "role": "user",
+                                     "protocol_session": f"{key}:noans" if split else key}))
+        if hit:
+            gold.append(mid)
+    return mems, gold
 
 
 def _check_item(file: Path, i: int, item: Any) -> str:

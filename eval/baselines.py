@@ -4,6 +4,11 @@ ranx's fusion methods over exactly those two runs.
 * BM25: ``bm25s`` with ``method="lucene"`` and the pipeline's k1/b, over the pipeline's
   own tokens (``memofs.text.tokenize.tokenize``), one index per scope corpus; docs scoring 0
   are not retrieved.
+* rank_bm25: the field's BM25 (LongMemEval's ``flat-bm25``): ``rank_bm25.BM25Okapi`` with its
+  defaults (k1 1.5, b 0.75, epsilon 0.25) on ``text.split(" ")`` tokens of the documents and
+  the query, one index per scope corpus. Under a LongMemEval protocol preset the whole corpus
+  is ranked, as ``np.argsort`` ranks it there (zero scores included); elsewhere its top ``k``.
+  Ties by id rather than argsort's arbitrary order.
 * dense: cos(q, d) = q . d over unit vectors from the embedding cache (same vectors as
   the pipeline), top ``k``.
 * fusion (ranx ``fuse``, min-max normalised): RRF, CombSUM (``sum``), CombMNZ (``mnz``),
@@ -30,6 +35,7 @@ import numpy as np
 from ranx import Qrels, Run, fuse, optimize_fusion
 
 from memofs.text.tokenize import tokenize
+from memofs_datasets.protocols import PROTOCOLS
 
 from memofs_eval.data import EvalData
 from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
@@ -41,6 +47,7 @@ Top = dict[str, list[tuple[str, float]]]  # query -> (id, score) best first, tie
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "combmnz": "mnz", "wsum": "wsum"}
 TUNABLE = ("rrf", "wsum")
 QUERY_TEXTS = ("raw", "rewritten")
+WHOLE_RANKING_FAMILIES = ("official", "lenient")  # protocols whose published code ranks every document
 
 
 def peer_label(method: str, query: str) -> str:
@@ -50,17 +57,21 @@ def peer_label(method: str, query: str) -> str:
     return f"baseline:{method}@{query}"
 
 
+def _scopes(data: EvalData):
+    """Each scope's corpus with its queries, scopes in a fixed order (one index per corpus)."""
+    by_scope: dict[str | None, list] = defaultdict(list)
+    for q in data.queries:
+        by_scope[q.scope].append(q)
+    for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
+        yield data.dataset.corpus_for(by_scope[scope][0]), by_scope[scope]
+
+
 def bm25_scores(data: EvalData, query_texts: Mapping[str, str], k: int, k1: float, b: float) -> Scored:
     """bm25s Lucene BM25 scores of the top ``k`` (score > 0) per query."""
     import bm25s
 
     out: Scored = {}
-    by_scope: dict[str | None, list] = defaultdict(list)
-    for q in data.queries:
-        by_scope[q.scope].append(q)
-    for scope in sorted(by_scope, key=lambda s: (s is not None, s or "")):
-        queries = by_scope[scope]
-        corpus = data.dataset.corpus_for(queries[0])
+    for corpus, queries in _scopes(data):
         ids = [m.id for m in corpus]
         retriever = bm25s.BM25(method="lucene", k1=k1, b=b)
         # bm25s cannot index an all-empty corpus; an empty document gets a token no query has
@@ -70,6 +81,19 @@ def bm25_scores(data: EvalData, query_texts: Mapping[str, str], k: int, k1: floa
             scores = np.asarray(retriever.get_scores(toks), dtype=np.float64) if toks else np.zeros(len(ids))
             hits = {ids[i]: float(s) for i, s in enumerate(scores) if s > 0}
             out[q.id] = {d: hits[d] for d in rank_scores(hits, k)}
+    return out
+
+
+def rank_bm25_scores(data: EvalData, query_texts: Mapping[str, str]) -> Scored:
+    """``rank_bm25.BM25Okapi`` scores of every document of each query's scope corpus."""
+    from rank_bm25 import BM25Okapi
+
+    out: Scored = {}
+    for corpus, queries in _scopes(data):
+        index = BM25Okapi([m.text.split(" ") for m in corpus])
+        for q in queries:
+            scores = index.get_scores(query_texts[q.id].split(" "))
+            out[q.id] = {m.id: float(v) for m, v in zip(corpus, scores, strict=True)}
     return out
 
 
@@ -174,6 +198,12 @@ def baseline_scores(data: EvalData, methods: Sequence[str], query: str, query_te
         label = peer_label(m, query)
         if name == "bm25s":
             runs[label] = _top(bm25, qids, k)
+        elif name == "rank_bm25":
+            field = rank_bm25_scores(data, query_texts)
+            # LongMemEval's code ranks the whole haystack (its turn2session grows k past any cutoff);
+            # elsewhere the peer returns its top k like the others (LoCoMo's corpora, TREC run files)
+            whole = PROTOCOLS[data.protocol].family in WHOLE_RANKING_FAMILIES
+            runs[label] = _top(field, qids, max((len(v) for v in field.values()), default=k) if whole else k)
         elif name == "dense":
             runs[label] = _top(dense, qids, k)
         elif param == "tuned" and name in TUNABLE:

@@ -72,12 +72,19 @@ class EvalData:
     @cached_property
     def queries(self) -> tuple[Query, ...]:
         """Queries with at least one relevant (> 0) judgement, in dataset order; others
-        cannot be scored by any ranking metric and are left out (counted in the manifest)."""
-        return tuple(q for q in self.dataset.queries if self.dataset.relevant(q.id))
+        cannot be scored by any ranking metric and are left out (counted in the manifest),
+        unless the dataset's protocol scores them (``stats["keeps_unjudged"]``)."""
+        keep_all = bool(self.dataset.stats.get("keeps_unjudged"))
+        return tuple(q for q in self.dataset.queries if keep_all or self.dataset.relevant(q.id))
+
+    @property
+    def protocol(self) -> str:
+        """The protocol preset the dataset was loaded under (:mod:`memofs_datasets.protocols`)."""
+        return str(self.dataset.stats.get("protocol", "memofs"))
 
     @cached_property
     def qrels(self) -> dict[str, dict[str, int]]:
-        return {q.id: dict(self.dataset.qrels[q.id]) for q in self.queries}
+        return {q.id: dict(self.dataset.qrels.get(q.id, {})) for q in self.queries}
 
     @cached_property
     def category(self) -> dict[str, str]:

@@ -27,7 +27,7 @@ from memofs_eval.executor import LOCAL, Executor, closing_executor, open_executo
 from memofs_eval.folds import evaluation_folds
 from memofs_eval.runner import Ranked, fused_scores, run_all
 from memofs_eval.signals_cache import SignalCache, frames_only
-from memofs_eval.spec import Spec, Variant, tune_variants
+from memofs_eval.spec import KEY_VARIANT_GROUPS, Spec, Variant, tune_variants
 from memofs_eval.ties import tie_rate
 from memofs_eval.tune import TuneResult, select, tune
 
@@ -221,6 +221,14 @@ def method_infos(spec: Spec, variants: list[Variant], results: list[DatasetResul
     return out
 
 
+def _methods_of(data: EvalData, variants: list[Variant], tune_cands: list[Variant]) -> tuple[list[Variant], list[Variant]]:
+    """The variants and tuning candidates a dataset entry runs (``methods = "key"``: the default
+    pipeline and the profiles, no ablations, sweeps or tuning; the peers run either way)."""
+    if data.ref.methods == "key":
+        return [v for v in variants if v.group in KEY_VARIANT_GROUPS], []
+    return variants, tune_cands
+
+
 def run_experiment(spec: Spec, *, progress: bool = True, cache_root: Path | None = None,
                    executor: Executor | None = None) -> Experiment:
     """``executor``: where extraction and recombination run; by default the spec's
@@ -239,7 +247,7 @@ def run_experiment(spec: Spec, *, progress: bool = True, cache_root: Path | None
     variants = spec.variants()
     tune_cands = tune_variants(spec)
     cache = SignalCache(cache_root or default_root(), progress=progress, executor=executor)
-    results = [run_dataset(spec, d, variants, tune_cands, cache, progress) for d in datasets]
+    results = [run_dataset(spec, d, *_methods_of(d, variants, tune_cands), cache, progress) for d in datasets]
     t = _timer()
     sig, cis, wins = _significance(spec, results, progress)
     timings["stats_s"] = t()
@@ -266,7 +274,8 @@ def results_table(exp: Experiment) -> pd.DataFrame:
                 for cat in sorted(cats, key=lambda c: (c != "all", c)):
                     sub = pq.loc[cats[cat]]
                     for metric in pq.columns:
-                        rows.append({"dataset": dr.data.name, "method": method, "group": info.group, "axis": info.axis,
+                        rows.append({"dataset": dr.data.name, "protocol": dr.data.protocol, "method": method,
+                                     "group": info.group, "axis": info.axis,
                                      "value": "" if info.value is None else str(info.value), "embedder": info.embedder,
                                      "config_hash": info.config_hash, "subset": subset, "category": cat, "metric": metric,
                                      "score": round(float(sub[metric].mean()), 10), "n_queries": len(sub),

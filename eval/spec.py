@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memofs.ranking.config import RecallConfig
+from memofs.ranking.profiles import PROFILE_NAMES
 
 from memofs_eval.executor import EXECUTORS
 
@@ -28,7 +29,9 @@ TOGGLES: dict[str, str] = {f.name.removeprefix("use_"): f.name for f in fields(R
                            if f.name.startswith("use_") and f.type in (bool, "bool")}
 RETRIEVAL_TOGGLES: tuple[str, ...] = ("vector", "bm25", "fuzzy")
 """Toggles that retrieve candidates; the others adjust scores of retrieved candidates."""
-BASELINES: tuple[str, ...] = ("bm25s", "dense", "rrf", "combsum", "combmnz", "wsum")
+DATASET_METHODS = ("all", "key")
+KEY_VARIANT_GROUPS = ("default", "profile")  # what a `methods = "key"` dataset runs besides the peers
+BASELINES: tuple[str, ...] = ("bm25s", "rank_bm25", "dense", "rrf", "combsum", "combmnz", "wsum")
 STAT_TESTS: tuple[str, ...] = ("student", "fisher")
 DEFAULT_METRICS: tuple[str, ...] = (
     "ndcg@5", "ndcg@10", "mrr@10", "recall@5", "recall@10", "recall@20", "map@100", "precision@5",
@@ -53,6 +56,9 @@ class DatasetRef:
     path: Path
     loader: str = "memofs"
     options: dict = field(default_factory=dict, compare=False, hash=False)
+    # "all": every variant of the spec; "key": the default pipeline, the profiles and the peers
+    # only (a second protocol of the same data needs no second sweep)
+    methods: str = "all"
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,7 @@ class Spec:
     sweeps: dict[str, tuple] = field(default_factory=dict)
     grids: tuple[dict[str, tuple], ...] = ()
     embedders: tuple[str, ...] = ()
+    profiles: tuple[str, ...] = ()  # named recall profiles run as variants `profile:<name>` (memofs.ranking.profiles)
     stats: StatsSpec = field(default_factory=StatsSpec)
     tune: TuneSpec | None = None
     tolerance: dict[str, float] = field(default_factory=lambda: {"ndcg@10": 0.02})
@@ -200,14 +207,17 @@ def _dataset_refs(r: _Reader, raw: Any, base: Path) -> tuple[DatasetRef, ...]:
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict):
             raise r.err("datasets", f"entry {i}: expected a table")
-        r.only(entry, ("name", "path", "loader", "options"), "datasets")
+        r.only(entry, ("name", "path", "loader", "options", "methods"), "datasets")
+        methods = entry.get("methods", "all")
+        if methods not in DATASET_METHODS:
+            raise r.err("datasets.methods", f"expected one of {', '.join(DATASET_METHODS)}, got {methods!r}", "datasets")
         loader = entry.get("loader", "memofs")
         if loader not in LOADERS:
             raise r.err("datasets.loader", f"unknown loader {loader!r} (expected one of {', '.join(LOADERS)})", "datasets")
         options = dict(entry.get("options", {}))
         if "path" in entry:
             path = resolve_path(entry["path"], base)
-            out.append(DatasetRef(entry.get("name") or path.name, path, loader, options))
+            out.append(DatasetRef(entry.get("name") or path.name, path, loader, options, methods))
         elif entry.get("name") == "bundled":
             out += [DatasetRef(n, p, "memofs") for n, p in bundled.items()]
         elif entry.get("name") in bundled:
@@ -240,7 +250,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(path, int(m.group(1)) if m else None, "toml", str(exc)) from None
     r = _Reader(path, text)
     top = ("name", "seed", "k", "embedder", "metrics", "headline", "workers", "executor", "scheduler", "datasets", "pipeline",
-           "baselines", "ablations", "stats", "tune", "gate", "report")
+           "profiles", "baselines", "ablations", "stats", "tune", "gate", "report")
     r.only(data, top)
     kw: dict[str, Any] = {"path": path, "name": str(data.get("name", path.stem)), "text": text}
     for key, typ in (("seed", int), ("k", int), ("workers", int)):
@@ -265,6 +275,10 @@ def load_spec(path: str | Path) -> Spec:
         if key not in _CONFIG_FIELDS:
             raise r.err(f"pipeline.{key}", "not a RecallConfig field", "pipeline")
     kw["pipeline"] = dict(pipeline)
+    profiles = data.get("profiles", [])
+    if not isinstance(profiles, list) or any(p not in PROFILE_NAMES or p == "reference" for p in profiles):
+        raise r.err("profiles", f"expected a list of recall profiles from {', '.join(PROFILE_NAMES[1:])}, got {profiles!r}")
+    kw["profiles"] = tuple(profiles)
 
     b = data.get("baselines", {})
     r.only(b, ("methods", "query"), "baselines")
@@ -409,6 +423,9 @@ def expand_variants(spec: Spec) -> list[Variant]:
             changes = dict(zip(axes, combo))
             label = ",".join(f"{a}={_fmt(v)}" for a, v in changes.items())
             out.append(Variant(f"grid{i}:{label}", "grid", ",".join(axes), combo, _apply(base, changes), emb))
+    for name in spec.profiles:
+        cfg = RecallConfig.from_dict({**spec.pipeline, "profile": name, "top_k": spec.k})
+        out.append(Variant(f"profile:{name}", "profile", "profile", name, cfg, emb))
     for e in spec.embedders:
         if e != emb:
             out.append(Variant(f"embedder={e}", "embedder", "embedder", e, base, e))
