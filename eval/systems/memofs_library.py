@@ -16,9 +16,9 @@ from memofs.ranking.profiles import PROFILE_NAMES
 from memofs.ranking.recall import Recaller
 from memofs_datasets.format import Dataset
 
-from memofs_eval._env import cache_root
-from memofs_eval.embed import CachedEmbedder, embedding_cache, make_embedder
+from memofs_eval.embed import CachedEmbedder
 from memofs_eval.systems.base import UNSCOPED, AdapterConfigError, Ask, Recalled, System
+from memofs_eval.systems.embedding import harness_embedder
 
 
 class MemofsLibrary(System):
@@ -36,8 +36,7 @@ class MemofsLibrary(System):
 
     def open(self, dataset: Dataset) -> None:
         self._dataset = dataset
-        inner = make_embedder(self.embedder_name, [m.text for m in dataset.memories])
-        self._emb = CachedEmbedder(inner, embedding_cache(cache_root())) if inner is not None else None
+        self._emb = harness_embedder(self.embedder_name, [m.text for m in dataset.memories])
 
     def ingest(self, scope: str, memories: Sequence[Memory]) -> None:
         ds = self._dataset
