@@ -68,3 +68,31 @@ def test_lancedb_vector_fts_and_hybrid_rrf(tiny):
 def test_a_bad_mode_fails_with_the_field(tiny):
     with pytest.raises(ValueError, match=r"^system 'x': options.mode: expected one of hybrid, vector, fts, got 'bm25'$"):
         SystemSpec("x", "lancedb", {"mode": "bm25"}).build()
+
+
+def test_mem0_without_inference_ranks_by_its_own_minilm_cosine(tiny):
+    """mem0 (infer=False) on one scope: its ranking is cosine over MiniLM vectors of the texts
+    as given, the order of a brute-force cosine with the same local model."""
+    import memofs_eval.systems.mem0_system  # noqa: F401  (telemetry off before mem0 loads)
+
+    pytest.importorskip("mem0", reason="mem0ai is not installed (pip install 'memofs[systems]')")
+    from memofs.signals.embedders.local import LocalEmbedder
+
+    q0 = tiny.queries[0]
+    corpus = tiny.dataset.corpus_for(q0)
+    queries = [q for q in tiny.queries if q.scope == q0.scope][:4]
+    sut = SystemSpec("mem0", "mem0", {"threshold": 0.0}).build()
+    try:
+        sut.open(tiny.dataset)
+        sut.ingest("a", corpus)
+        emb = LocalEmbedder()
+        vecs = emb.encode([m.text for m in corpus]).astype(np.float64)
+        for q in queries:
+            from memofs_eval.systems.base import Ask
+
+            got = sut.recall("a", Ask(q.id, q.text, q.task_type, tiny.dataset.as_of), 5)
+            cos = vecs @ emb.encode([q.text])[0].astype(np.float64)
+            assert list(got.ids) == [corpus[i].id for i in np.argsort(-cos, kind="stable")[:5]]
+            assert list(got.scores) == sorted(got.scores, reverse=True)  # mem0's own score scale
+    finally:
+        sut.close()

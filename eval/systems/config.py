@@ -19,6 +19,7 @@ A defect fails with one line naming the file, the line and the field
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import tomllib
@@ -38,9 +39,10 @@ ADAPTERS: dict[str, str] = {
     "run-file": "memofs_eval.systems.run_file:RunFile",
     "lancedb": "memofs_eval.systems.lancedb_system:LanceDbSystem",
     "chroma": "memofs_eval.systems.chroma_system:ChromaSystem",
+    "mem0": "memofs_eval.systems.mem0_system:Mem0System",
 }
-TOP_KEYS = ("harness", "reference", "timeout_s", "isolate", "systems")
-SYSTEM_KEYS = ("name", "adapter", "options")
+TOP_KEYS = ("harness", "datasets", "reference", "timeout_s", "isolate", "systems")
+SYSTEM_KEYS = ("name", "adapter", "options", "note")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class SystemSpec:
     name: str
     adapter: str
     options: dict = field(default_factory=dict, compare=False, hash=False)
-    base: Path = Path(".")  # the spec's folder: relative option paths resolve against it
+    base: Path = Path(".")
+    note: str = ""  # one line for the report: what the system is, how it was configured  # the spec's folder: relative option paths resolve against it
 
     def build(self) -> System:
         """The adapter instance; :class:`AdapterConfigError` (one line) for bad options."""
@@ -121,6 +124,12 @@ def load_systems_spec(path: str | Path) -> SystemsSpec:
     if not isinstance(raw.get("harness"), str):
         raise SpecError(path, None, "harness", "expected the path of a harness spec (a string)")
     harness = load_spec(resolve_path(raw["harness"], path.parent))
+    wanted = raw.get("datasets")
+    if wanted is not None:
+        have = {d.name: d for d in harness.datasets}
+        if not isinstance(wanted, list) or not all(isinstance(n, str) and n in have for n in wanted):
+            raise SpecError(path, None, "datasets", f"expected a list of the harness spec's datasets ({', '.join(have)})")
+        harness = dataclasses.replace(harness, datasets=tuple(have[n] for n in wanted))
     entries = raw.get("systems")
     if not isinstance(entries, list) or not entries:
         raise SpecError(path, None, "systems", "expected at least one [[systems]] entry")
@@ -145,7 +154,9 @@ def load_systems_spec(path: str | Path) -> SystemsSpec:
             check_options(e["name"], e.get("options", {}), cls.OPTIONS, getattr(cls, "REQUIRED", ()))
         except AdapterConfigError as exc:
             raise err(exc.field, str(exc).split(": ", 2)[-1]) from None
-        systems.append(SystemSpec(e["name"], e["adapter"], dict(e.get("options", {})), path.parent))
+        if not isinstance(e.get("note", ""), str):
+            raise err("note", "expected a string")
+        systems.append(SystemSpec(e["name"], e["adapter"], dict(e.get("options", {})), path.parent, e.get("note", "")))
     reference = raw.get("reference", systems[0].name)
     if reference not in {s.name for s in systems}:
         raise SpecError(path, None, "reference", f"{reference!r} is not one of the systems")

@@ -6,6 +6,7 @@ re-sorts by score); a query the file lacks is a failure of that query."""
 
 from __future__ import annotations
 
+import gzip
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,9 +34,11 @@ def read_id_map(path: Path) -> dict[str, str]:
 
 
 def read_run(path: Path, tag: str | None = None) -> dict[str, dict[str, float]]:
-    """``{qid: {doc: score}}`` of a TREC run (lines of another ``tag`` skipped when given)."""
+    """``{qid: {doc: score}}`` of a TREC run, gzipped when named ``*.gz`` (lines of another
+    ``tag`` skipped when given)."""
     out: dict[str, dict[str, float]] = defaultdict(dict)
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text(encoding="utf-8")
+    for no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
