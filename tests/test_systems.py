@@ -170,3 +170,25 @@ def test_malformed_systems_spec_fails_with_one_line_naming_the_field(tmp_path, b
         load_systems_spec(path)
     text = str(err.value)  # file, line of the field (when the field is written), field, why
     assert "\n" not in text and text.startswith(message.replace("systems.toml", str(path)))
+
+
+def test_entry_point_writes_the_report(tmp_path, capsys):
+    from memofs_eval.provenance import recorded
+    from memofs_eval.systems.__main__ import main
+
+    spec = tmp_path / "systems.toml"
+    spec.write_text(f'harness = "{QUICK}"\ndatasets = ["tiny"]\nisolate = false\n'
+                    '[[systems]]\nname = "lex"\nadapter = "memofs"\noptions = { embedder = "none" }\n'
+                    '[[systems]]\nname = "gone"\nadapter = "run-file"\noptions = { path = "missing.trec" }\nnote = "a run file that is not there"\n')
+    assert main([str(spec), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert recorded(md) is not None and "## tiny" in md and "| lex |" in md and "| gone |" in md
+    assert "`gone`: 22 queries; e.g." in md and "could not open: FileNotFoundError" in md
+    assert "Trivial cutoff:** `recall@20`" in md  # tiny's scopes hold at most 20 memories
+    res = __import__("pandas").read_csv(tmp_path / "out" / "results.csv")
+    gone = res[(res.system == "gone") & res.metric.isin(["ndcg@10", "recall@5", "mrr@10"])]
+    assert set(res["system"]) == {"lex", "gone"} and len(gone) == 3 and (gone["mean"] == 0).all()
+    spec.write_text(f'harness = "{QUICK}"\n[[systems]]\nname = "x"\nadapter = "memofs"\noptions = {{ embedder = 3 }}\n')
+    assert main([str(spec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: {spec}:5: systems[0].options.embedder: expected str, got int 3"
