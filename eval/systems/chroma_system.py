@@ -15,7 +15,7 @@ from memofs.files.records import Memory
 from memofs_datasets.format import Dataset
 
 from memofs_eval.systems.base import Ask, Recalled, System, folder_bytes
-from memofs_eval.systems.embedding import harness_embedder
+from memofs_eval.systems.embedding import warmed_embedder
 
 
 def collection_name(scope: str) -> str:
@@ -36,7 +36,7 @@ class ChromaSystem(System):
         import chromadb
         from chromadb.config import Settings
 
-        self._emb = harness_embedder(self.embedder_name, [m.text for m in dataset.memories])
+        self._emb = warmed_embedder(self.embedder_name, dataset)
         if self._emb is None:
             raise ValueError("chroma needs an embedder (options.embedder)")
         self._root = Path(tempfile.mkdtemp(prefix="chroma-sut-"))

@@ -16,7 +16,7 @@ from memofs.files.records import Memory
 from memofs_datasets.format import Dataset
 
 from memofs_eval.systems.base import AdapterConfigError, Ask, Recalled, System, folder_bytes
-from memofs_eval.systems.embedding import harness_embedder
+from memofs_eval.systems.embedding import warmed_embedder
 
 MODES = ("hybrid", "vector", "fts")
 
@@ -40,7 +40,7 @@ class LanceDbSystem(System):
     def open(self, dataset: Dataset) -> None:
         import lancedb
 
-        self._emb = harness_embedder(self.embedder_name, [m.text for m in dataset.memories]) if self.mode != "fts" else None
+        self._emb = warmed_embedder(self.embedder_name, dataset) if self.mode != "fts" else None
         self._root = Path(tempfile.mkdtemp(prefix="lancedb-sut-"))
         self._db = lancedb.connect(str(self._root))
 

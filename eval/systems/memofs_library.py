@@ -18,7 +18,7 @@ from memofs_datasets.format import Dataset
 
 from memofs_eval.embed import CachedEmbedder
 from memofs_eval.systems.base import UNSCOPED, AdapterConfigError, Ask, Recalled, System
-from memofs_eval.systems.embedding import harness_embedder
+from memofs_eval.systems.embedding import warmed_embedder
 
 
 class MemofsLibrary(System):
@@ -36,7 +36,11 @@ class MemofsLibrary(System):
 
     def open(self, dataset: Dataset) -> None:
         self._dataset = dataset
-        self._emb = harness_embedder(self.embedder_name, [m.text for m in dataset.memories])
+        rewritten = []  # the texts recall embeds: each query rewritten with its scope's graph (as the harness warms them)
+        for scope in dict.fromkeys(q.scope for q in dataset.queries):
+            rec = Recaller(self.config, graph=EntityGraph(*dataset.graph_for(scope)))
+            rewritten += [rec.query_text(q.text, q.task_type)[0].text for q in dataset.queries if q.scope == scope]
+        self._emb = warmed_embedder(self.embedder_name, dataset, rewritten)
 
     def ingest(self, scope: str, memories: Sequence[Memory]) -> None:
         ds = self._dataset
