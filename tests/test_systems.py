@@ -192,3 +192,20 @@ def test_entry_point_writes_the_report(tmp_path, capsys):
     assert main([str(spec)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"error: {spec}:5: systems[0].options.embedder: expected str, got int 3"
+
+
+class DyingSpec(SystemSpec):
+    """A system whose process dies outright (as a native crash would) when it starts."""
+
+    def build(self):
+        import os
+
+        os._exit(9)
+
+
+def test_an_isolated_system_whose_process_dies_fails_its_queries_only(tiny):
+    from memofs_eval.systems.run import run_isolated
+
+    (run,) = run_isolated(DyingSpec("dies", "memofs", {}), [tiny], 5, 30)
+    assert set(run.failures) == {q.id for q in tiny.queries} and not any(run.ranked.values())
+    assert all(r.startswith("system process died: BrokenProcessPool") for r in run.failures.values())
