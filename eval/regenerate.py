@@ -79,6 +79,8 @@ REPORTS: tuple[Committed, ...] = (
               (PY, "-m", "memofs_eval.supersession_sweep", "--out", "reports/supersession",
                "--count", f"locomo={_LOCOMO}:locomo", "--count", f"longmemeval-dev={_LME}:longmemeval"),
               ("reports/supersession/supersession.csv",), needs=(_LOCOMO, _LME)),
+    Committed("reports/systems/report.md", (PY, "-m", "memofs_eval.systems", "eval/specs/systems.toml"),
+              ("reports/systems/results.csv", "reports/systems/significance.csv")),
     Committed("reports/performance.md", ("make", "bench"), timing=True),
     Committed("reports/bench-lexical.md", ("make", "bench-lexical"), timing=True),
     Committed("reports/bench-vector.md", ("make", "bench-vector"), timing=True),

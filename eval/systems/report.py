@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from memofs_eval.provenance import markdown_line
+from memofs_eval.provenance import MODEL_FILES, markdown_line
+from memofs_eval.systems.config import ADAPTERS
 from memofs_eval.report import md_table
 from memofs_eval.systems.compare import Comparison
+
+# what computes the figures: the entry point and every adapter (they are imported by name,
+# in the systems' own processes, so no import statement leads to them)
+CODE: tuple[str, ...] = ("memofs_eval.systems.__main__", *sorted({a.partition(":")[0] for a in ADAPTERS.values()}))
 
 
 def _cell(row: pd.Series, mark: str) -> str:
@@ -27,7 +32,7 @@ def _marks(cmp: Comparison, dataset: str, system: str, metric: str) -> str:
 
 def build(cmp: Comparison, headline: list[str], notes: dict[str, str], command: str, seconds: float,
           title: str = "Memory systems under the harness's measurements") -> str:
-    lines = [f"# {title}", "", markdown_line(), "",
+    lines = [f"# {title}", "", markdown_line(CODE, ("eval/specs/systems.toml", "eval/specs/default.toml", MODEL_FILES)), "",
              f"Regenerate: `{command}` ({seconds:.0f} s on this machine).", "",
              f"Reference: `{cmp.reference}`. Cells: mean over the headline subset's queries "
              "[percentile bootstrap 95% CI]. Marks: `*` Student's paired t, `+` Fisher randomisation, each "
