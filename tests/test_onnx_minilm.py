@@ -198,15 +198,22 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_cli_recall_with_minilm_imports_no_torch(model_cache, tmp_path):
+def _small_store(tmp_path: Path, model_cache: Path, texts: tuple[str, ...]) -> tuple[Path, Path, dict[str, str]]:
+    """A store made by the CLI (init + remember, both probed); its root, the probe file, the env."""
     store = tmp_path / "store"
     store.mkdir()
     probe = tmp_path / "probe.json"
     env = _env(model_cache, probe)
     assert _cli(["--root", str(store), "init"], env).returncode == 0
-    for text in ("Use D1 for tenant metadata", "PgBouncer caps PostgreSQL connections", "Deploys happen on Tuesdays"):
+    for text in texts:
         res = _cli(["--root", str(store), "remember", text, "--kind", "decision"], env)
         assert res.returncode == 0, res.stderr
+    return store, probe, env
+
+
+def test_cli_recall_with_minilm_imports_no_torch(model_cache, tmp_path):
+    store, probe, env = _small_store(tmp_path, model_cache, (
+        "Use D1 for tenant metadata", "PgBouncer caps PostgreSQL connections", "Deploys happen on Tuesdays"))
     res = _cli(["--json", "--root", str(store), "recall", "-q", "database driver for tenant metadata", "--explain"], env)
     assert res.returncode == 0, res.stderr
     assert json.loads(probe.read_text()) == []
@@ -221,12 +228,7 @@ def test_mcp_first_answer_with_minilm_imports_no_torch(model_cache, tmp_path):
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    store = tmp_path / "store"
-    store.mkdir()
-    probe = tmp_path / "probe.json"
-    env = _env(model_cache, probe)
-    assert _cli(["--root", str(store), "init"], env).returncode == 0
-    assert _cli(["--root", str(store), "remember", "Use D1 for tenant metadata"], env).returncode == 0
+    store, probe, env = _small_store(tmp_path, model_cache, ("Use D1 for tenant metadata",))
 
     async def first_answer() -> dict:
         params = StdioServerParameters(command=sys.executable, args=["-c", PROBE, "--root", str(store), "mcp"], env=env)
