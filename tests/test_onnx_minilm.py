@@ -251,3 +251,22 @@ def test_tier_warning_is_logged_once_when_onnxruntime_is_missing(model_cache, ca
     emb = select_embedder({CACHE_ENV: str(model_cache)})
     assert isinstance(emb, LocalEmbedder) and emb.name == DEFAULT_NAME
     assert sum(r.levelno == logging.WARNING for r in caplog.records) == 1
+
+
+def test_harness_device_auto_is_cuda_only_when_torch_sees_one(monkeypatch):
+    """eval's MiniLM stays the sentence-transformers embedder (same name: no committed
+    figure moves) and embeds on ``auto``: cuda when torch.cuda.is_available(), else cpu."""
+    import torch
+
+    from memofs.signals.embedders.local import resolve_device
+    from memofs_eval.embed import DEVICE, embed_device, make_embedder
+
+    emb = make_embedder("minilm")
+    assert isinstance(emb, LocalEmbedder) and emb.name == DEFAULT_NAME and emb.device == DEVICE == "auto"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == embed_device() == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == embed_device() == "cpu"
+    assert resolve_device("cpu") == "cpu"
+    monkeypatch.setitem(sys.modules, "torch", None)  # no torch at all: the CPU
+    assert resolve_device("auto") == "cpu"
