@@ -270,3 +270,16 @@ def test_harness_device_auto_is_cuda_only_when_torch_sees_one(monkeypatch):
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setitem(sys.modules, "torch", None)  # no torch at all: the CPU
     assert resolve_device("auto") == "cpu"
+
+
+def test_copied_file_is_checked_by_digest_once(model_cache, tmp_path):
+    """A file copied into a cache (new mtime) is hashed once against its record, which then
+    notes the new mtime; a damaged copy is refused however it got there."""
+    src = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(model_cache)})
+    shutil.copy(src.path, tmp_path / src.path.name)  # mtime of the copy, not the original's
+    shutil.copy(src.record, tmp_path / src.record.name)
+    mf = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(tmp_path)})
+    assert json.loads(mf.record.read_text())["mtime_ns"] != mf.path.stat().st_mtime_ns
+    assert mf.state() == "ok"
+    rec = json.loads(mf.record.read_text())
+    assert rec["mtime_ns"] == mf.path.stat().st_mtime_ns and rec["sha256"] == file_sha256(mf.path)

@@ -112,7 +112,20 @@ class ModelFile:
             return "corrupt"
         if not full and st.st_mtime_ns == rec.get("mtime_ns"):
             return "ok"
-        return "ok" if file_sha256(self.path) == rec["sha256"] else "corrupt"
+        if file_sha256(self.path) != rec["sha256"]:
+            return "corrupt"
+        if st.st_mtime_ns != rec.get("mtime_ns"):  # a copied file: the next process takes the fast path
+            self._write_record({**rec, "mtime_ns": st.st_mtime_ns})
+        return "ok"
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """The record, written to a temporary file and renamed (best effort on a read-only cache)."""
+        tmp = self.record.with_name(f"{self.record.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, self.record)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
     def verify(self) -> None:
         """Raise a one-line EmbedderError unless the file matches its record."""
@@ -183,16 +196,15 @@ def export_onnx(source: Path, target: Path) -> None:
                               opset_version=OPSET, dynamo=False)
         os.replace(tmp, target)
         st = target.stat()
-        record = {"sha256": file_sha256(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                  "source": str(source), "opset": OPSET, "torch": torch.__version__}
-        rec_tmp = Path(tmp + ".json")
-        rec_tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        os.replace(rec_tmp, target.with_name(target.name + ".json"))
+        ModelFile(target, source)._write_record({
+            "sha256": file_sha256(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "source": str(source), "opset": OPSET, "torch": torch.__version__})
+        if not target.with_name(target.name + ".json").is_file():
+            raise OSError(f"could not write {target.name}.json")
     except Exception as exc:
         raise EmbedderError(f"could not export the MiniLM model to {target}: {exc}") from exc
     finally:
-        for leftover in (Path(tmp), Path(tmp + ".json")):
-            leftover.unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _session(path: Path) -> Any:
