@@ -172,8 +172,8 @@ def test_selection_default_is_onnx_and_env_chooses_the_torch_path(model_cache):
 
 
 def test_without_torch_and_no_model_file_one_line_then_lexical_only(tmp_path):
-    """An install without torch and without a model file: a warning naming the file and how
-    to build it, then (sentence-transformers unusable too) lexical-only."""
+    """An install without torch and without a model file: an error line naming the file and
+    how to build it, then (sentence-transformers unusable too) lexical-only."""
     code = (
         "import sys, logging\n"
         "sys.modules['torch'] = None\n"
@@ -184,7 +184,7 @@ def test_without_torch_and_no_model_file_one_line_then_lexical_only(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "RESULT None" in out.stdout, out.stderr
     first = out.stderr.splitlines()[0]
-    assert first.startswith("WARNING") and str(tmp_path) in first and "memofs embedder build" in first
+    assert first.startswith("ERROR") and str(tmp_path) in first and "memofs embedder build" in first
     assert "Traceback" not in out.stderr
     assert not [p for p in tmp_path.iterdir() if p.suffix in (".onnx", ".tmp", ".json")]
 
@@ -283,3 +283,19 @@ def test_copied_file_is_checked_by_digest_once(model_cache, tmp_path):
     assert mf.state() == "ok"
     rec = json.loads(mf.record.read_text())
     assert rec["mtime_ns"] == mf.path.stat().st_mtime_ns and rec["sha256"] == file_sha256(mf.path)
+
+
+def test_cli_recall_with_a_corrupt_model_file_says_so_in_one_line(model_cache, tmp_path):
+    """Without --verbose the CLI shows errors only: the damaged file's line is one of them,
+    and recall still answers (through sentence-transformers: same vectors)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    mf = _copy_cache(model_cache, cache)
+    raw = bytearray(mf.path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    mf.path.write_bytes(bytes(raw))
+    store, _, env = _small_store(tmp_path, cache, ("Use D1 for tenant metadata",))
+    res = _cli(["--root", str(store), "recall", "-q", "tenant database"], env)
+    assert res.returncode == 0 and "Use D1 for tenant metadata" in res.stdout
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(mf.path) in lines[0] and "memofs embedder build --force" in lines[0], res.stderr

@@ -96,8 +96,9 @@ def _torch_local(model: str | None, prewarm: bool) -> Embedder:
 
 def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
     """The bundled MiniLM through ONNX Runtime (no torch in the process); when onnxruntime
-    is missing or the model file cannot be built or read, one warning naming the cause and
-    the sentence-transformers path (same vectors, same name), which may fail in turn."""
+    is missing (a warning) or the model file cannot be built or read (an error naming the
+    file and how to rebuild it), the sentence-transformers path (same vectors, same name),
+    which may fail in turn (tier 2: lexical-only)."""
     try:
         from memofs.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
 
@@ -105,8 +106,12 @@ def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
         if prewarm:
             embedder.load()
         return embedder
-    except (ImportError, EmbedderError) as exc:
+    except ImportError as exc:  # onnxruntime or tokenizers not installed
         log.warning("%s; trying the sentence-transformers MiniLM", exc)
+    except EmbedderError as exc:
+        # a missing (and not exportable) or corrupt model file: logged as an error, so a CLI
+        # without --verbose shows this one line naming the file and how to rebuild it
+        log.error("%s; trying the sentence-transformers MiniLM", exc)
     return _torch_local(None, prewarm)
 
 
