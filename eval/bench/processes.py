@@ -4,7 +4,7 @@
 
 Issue 38: every short process an agent starts (``memofs recall``, ``memofs remember``,
 ``memofs context --mark-session-start``, ``memofs mcp`` up to its first answer) timed as a
-fresh process, wall time and peak RSS (``ru_maxrss`` of that child from ``wait4``), on an
+fresh process, wall time and peak RSS (``ru_maxrss`` of that child, read by a bare launcher), on an
 empty store and on a store of N memories whose vectors are all stored (the recall
 benchmark's vectors, written by :func:`memofs_eval.bench.store.write_store`). Each MiniLM
 cell runs next to the same command with ``MEMOFS_EMBEDDER=none`` on the same store in the
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,11 +71,11 @@ class Cell:
         return statistics.median(self.rss_mb)
 
 
-def _wait(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, float]:
-    """Exit status and peak RSS (MB) of a child, from its own rusage (killed after ``timeout``)."""
+def _wait(proc: subprocess.Popen, timeout: float = 120.0) -> int:
+    """Exit status of the launcher (killed after ``timeout``)."""
     deadline = time.monotonic() + timeout
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() > deadline:
@@ -82,7 +83,7 @@ def _wait(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, float]:
             deadline = float("inf")
         time.sleep(0.01)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024  # Linux: KiB
+    return proc.returncode
 
 
 def _mcp_messages() -> bytes:
@@ -99,15 +100,30 @@ def _mcp_messages() -> bytes:
     return b"".join(json.dumps(m).encode() + b"\n" for m in msgs)
 
 
+# Linux records a child's peak RSS from the memory of the process that forked it, so a
+# parent as large as this benchmark would be every child's floor: a bare interpreter
+# (-S -I, a few MB) forks and execs the command and writes the child's ru_maxrss (KiB) to a file.
+_LAUNCH = (
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.execv(sys.argv[2], sys.argv[2:])\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def run_once(command: str, root: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds (for MCP: until the recall's answer arrives) and peak RSS of one process."""
-    argv = [*MEMOFS, "--root", str(root), *COMMANDS[command]]
+    """Wall seconds (for MCP: until the recall's answer arrives) and peak RSS (MB) of one process."""
+    rss_file = root.parent / "maxrss"
+    argv = [sys.executable, "-S", "-I", "-c", _LAUNCH, str(rss_file), *MEMOFS, "--root", str(root), *COMMANDS[command]]
     t = time.perf_counter()
     if command != "mcp first answer":
         with tempfile.TemporaryFile() as errf:
             proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=errf)
             out = proc.stdout.read()
-            code, rss = _wait(proc)
+            code = _wait(proc)
             wall = time.perf_counter() - t
             errf.seek(0)
             err = errf.read()
@@ -123,13 +139,13 @@ def run_once(command: str, root: Path, env: dict[str, str]) -> tuple[float, floa
         wall = time.perf_counter() - t
         proc.stdin.close()
         proc.stdout.read()
-        code, rss = _wait(proc)
+        code = _wait(proc)
         err = b"" if b'"result"' in out else b"no answer to tools/call"
         code = code if not err else 1
     if code != 0:
         tail = (err or out).decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
         raise RuntimeError(f"`memofs {command}` on {root} failed (exit {code}): {tail[0]}")
-    return wall, rss
+    return wall, int(rss_file.read_text()) / 1024  # Linux: KiB
 
 
 def build_stores(cfg: ProcessBenchConfig, tmp: Path) -> dict[int, Path]:
@@ -152,11 +168,19 @@ def build_stores(cfg: ProcessBenchConfig, tmp: Path) -> dict[int, Path]:
 
 
 def bench(cfg: ProcessBenchConfig, roots: dict[int, Path]) -> list[Cell]:
+    """Every cell, alternating, ``calls`` rounds after a warm-up. ``remember`` writes into
+    its own copy of each store: the memories it adds would otherwise make the next MiniLM
+    recall embed them and rewrite the vector sidecar, which is not what a recall costs."""
     base = {k: v for k, v in os.environ.items() if k not in ("MEMOFS_EMBEDDER", "MEMOFS_EMBED_ON_WRITE")}
+    writable = {}
+    for n, root in roots.items():
+        writable[n] = root.parent / f"{root.name}-remember" / root.name
+        shutil.copytree(root, writable[n])
     cells = {(c, n, e): Cell(c, n, e) for c in COMMANDS for n in cfg.sizes for e in EMBEDDERS}
     for i in range(cfg.calls + 1):  # round 0: warm-up (page cache, sidecars, model export)
         for (command, n, embedder), cell in cells.items():
-            wall, rss = run_once(command, roots[n], {**base, **EMBEDDERS[embedder]})
+            root = writable[n] if command == "remember" else roots[n]
+            wall, rss = run_once(command, root, {**base, **EMBEDDERS[embedder]})
             if i:
                 cell.wall_s.append(wall)
                 cell.rss_mb.append(rss)
