@@ -42,12 +42,15 @@ COMMANDS: dict[str, list[str]] = {
     "context --mark-session-start": ["context", "--mark-session-start"],
     "mcp first answer": ["mcp"],
 }
-EMBEDDERS: dict[str, dict[str, str]] = {"lexical": {"MEMOFS_EMBEDDER": "none"}, "MiniLM (ONNX)": {}}
+EMBEDDERS: dict[str, dict[str, str]] = {"lexical": {"MEMOFS_EMBEDDER": "none"}, "MiniLM (ONNX)": {},
+                                        "MiniLM (sentence-transformers)": {"MEMOFS_EMBEDDER": "sentence-transformers"}}
+"""The peer (lexical-only), the default path, and the torch path it replaces (same vectors)."""
 
 
 @dataclass(frozen=True)
 class ProcessBenchConfig:
     sizes: tuple[int, ...] = (0, 100000)
+    commands: tuple[str, ...] = tuple(COMMANDS)
     calls: int = 3  # timed processes per cell, after one warm-up round
     encode_cap: int = 6000
     noise: float = 0.025
@@ -176,7 +179,7 @@ def bench(cfg: ProcessBenchConfig, roots: dict[int, Path]) -> list[Cell]:
     for n, root in roots.items():
         writable[n] = root.parent / f"{root.name}-remember" / root.name
         shutil.copytree(root, writable[n])
-    cells = {(c, n, e): Cell(c, n, e) for c in COMMANDS for n in cfg.sizes for e in EMBEDDERS}
+    cells = {(c, n, e): Cell(c, n, e) for c in cfg.commands for n in cfg.sizes for e in EMBEDDERS}
     for i in range(cfg.calls + 1):  # round 0: warm-up (page cache, sidecars, model export)
         for (command, n, embedder), cell in cells.items():
             root = writable[n] if command == "remember" else roots[n]
@@ -238,19 +241,22 @@ def run(cfg: ProcessBenchConfig, quick: bool = False) -> Section:
         f"Short processes as an agent starts them (`python -m memofs --root STORE ...`), wall time and peak RSS of each process, "
         f"median of {cfg.calls} after one warm-up round, cells alternating. MiniLM is the default local embedder "
         "(ONNX Runtime, `memofs.signals.embedders.onnx_minilm`, no torch in the process); the peer is the same command with "
-        "`MEMOFS_EMBEDDER=none` on the same store in the same run. `mcp first answer`: `memofs mcp` started, initialized and "
+        "`MEMOFS_EMBEDDER=none` on the same store in the same run; the last columns are the torch path it replaces "
+        "(`MEMOFS_EMBEDDER=sentence-transformers`, same vectors). `mcp first answer`: `memofs mcp` started, initialized and "
         "answering one `memofs.recall` over stdio. `remember` does not embed (the next recall does). Targets (issue 38): "
         "recall on 100k <= 1.0 s and <= lexical + 0.35 s; context and remember within 0.35 s of lexical; recall's peak RSS "
         "on 100k <= 1.5x lexical.", "",
-        "| command | memories | MiniLM s | lexical s | MiniLM - lexical s | MiniLM MB | lexical MB | RSS ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| command | memories | MiniLM s | lexical s | MiniLM - lexical s | MiniLM MB | lexical MB | RSS ratio | "
+        "sentence-transformers s | sentence-transformers MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     headline = []
-    for command in COMMANDS:
+    for command in cfg.commands:
         for n in cfg.sizes:
             m, lx = by[(command, n, "MiniLM (ONNX)")], by[(command, n, "lexical")]
+            st = by[(command, n, "MiniLM (sentence-transformers)")]
             lines.append(f"| {command} | {n:,} | {m.wall:.2f} | {lx.wall:.2f} | {m.wall - lx.wall:+.2f} | {m.rss:.0f} | "
-                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x |")
+                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {st.wall:.2f} | {st.rss:.0f} |")
             if n == max(cfg.sizes):
                 headline.append((f"`memofs {command}` process on {n:,} memories with MiniLM (ONNX)", f"{m.wall:.2f} s, {m.rss:.0f} MB",
                                  f"{lx.wall:.2f} s, {lx.rss:.0f} MB (lexical-only)", f"{m.wall - lx.wall:+.2f} s, {m.rss / lx.rss:.2f}x RSS"))
@@ -270,10 +276,12 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run, not a measurement")
     ap.add_argument("--calls", type=int, default=None, help="timed processes per cell (default 3)")
     ap.add_argument("--sizes", type=int, nargs="+", default=None)
+    ap.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=None)
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-processes.md")
     a = ap.parse_args(argv)
     cfg = quick_config() if a.quick else ProcessBenchConfig()
-    cfg = ProcessBenchConfig(sizes=tuple(a.sizes or cfg.sizes), calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
+    cfg = ProcessBenchConfig(sizes=tuple(a.sizes or cfg.sizes), commands=tuple(a.commands or COMMANDS),
+                             calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
     return emit(run(cfg, a.quick), a.out)
 
 
