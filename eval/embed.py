@@ -1,6 +1,7 @@
 """Embedders by spec name, routed through the on-disk :class:`EmbeddingCache`.
 
-``minilm`` -> :class:`LocalEmbedder` (bundled weights), ``static`` -> distilled static
+``minilm`` -> :class:`LocalEmbedder` (bundled weights, sentence-transformers: the harness
+keeps torch, and embeds on a GPU when torch sees one, ``DEVICE = "auto"``), ``static`` -> distilled static
 MiniLM, ``lsa`` -> :class:`LSAEmbedder` fitted on the dataset's memory texts, ``none`` ->
 lexical only, anything else -> a sentence-transformers model path or name.
 """
@@ -17,6 +18,16 @@ from numpy.typing import NDArray
 from memofs.signals.embedders.base import Embedder, empty
 from memofs.signals.embedding_cache import EmbeddingCache
 
+DEVICE = "auto"
+"""Where sentence-transformers models embed: ``cuda`` when present, else ``cpu`` (nothing needs a GPU)."""
+
+
+def embed_device() -> str:
+    """The device :data:`DEVICE` resolves to on this machine (named in the run manifest)."""
+    from memofs.signals.embedders.local import resolve_device
+
+    return resolve_device(DEVICE)
+
 
 def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | None:
     """The embedder a spec names; ``lsa`` is fitted on ``corpus_texts`` (deterministic seed)."""
@@ -25,7 +36,7 @@ def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | Non
     if name == "minilm":
         from memofs.signals.embedders.local import LocalEmbedder
 
-        return LocalEmbedder()
+        return LocalEmbedder(device=DEVICE)
     if name == "static":
         from memofs.signals.embedders.static import StaticEmbedder
 
@@ -36,7 +47,7 @@ def make_embedder(name: str, corpus_texts: Sequence[str] = ()) -> Embedder | Non
         return LSAEmbedder(dim=256, seed=0).fit(sorted(set(corpus_texts)))
     from memofs.signals.embedders.local import LocalEmbedder
 
-    return LocalEmbedder(model=name)
+    return LocalEmbedder(model=name, device=DEVICE)
 
 
 class CachedEmbedder:

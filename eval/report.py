@@ -31,6 +31,7 @@ from memofs_datasets.protocols import PROTOCOLS  # noqa: E402
 from memofs_eval import attribution as A  # noqa: E402
 from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
+from memofs_eval.embed import embed_device  # noqa: E402
 from memofs_eval.provenance import MODEL_FILES, stamp  # noqa: E402
 
 PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "rank-bm25", "numba", "torch", "sentence-transformers",
@@ -442,6 +443,7 @@ def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None =
         "k": exp.spec.k,
         **stamp(RUN_CODE, [*_spec_input(exp.spec.path), MODEL_FILES, *BASELINES]),
         "packages": _versions(),
+        "embed_device": embed_device(),  # memofs_eval.embed.DEVICE = "auto" resolved here
         "datasets": {dr.data.name: {"path": str(dr.data.ref.path), "loader": dr.data.ref.loader, "content_hash": dr.data.content_hash,
                                     "queries_evaluated": len(dr.data.queries),
                                     "queries_without_relevant": len(dr.data.dataset.queries) - len(dr.data.queries),

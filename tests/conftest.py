@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the default MiniLM's exported ONNX file (issue 38): one temporary cache shared by test
+# sessions and their subprocesses, never the user's ~/.cache (digest-checked, export locked)
+os.environ.setdefault("MEMOFS_MODEL_CACHE", os.path.join(tempfile.gettempdir(), f"memofs-test-model-cache-{os.getuid()}"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parents[1]

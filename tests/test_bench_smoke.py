@@ -229,3 +229,31 @@ def test_make_eval_command_reads_recipe(tmp_path):
     mk.write_text("test:\n\tpytest\n")
     with pytest.raises(ValueError, match="no 'eval:' target"):
         make_eval_command(mk)
+
+
+@pytest.mark.slow
+def test_processes_bench_quick(tmp_path):
+    """Issue 38's rows: every command on both stores, MiniLM (ONNX) next to lexical-only, and
+    the two runtime environments' sizes."""
+    from memofs_eval.bench.processes import COMMANDS, main
+
+    text = main(["--quick", "--out", str(tmp_path / "p.md")])
+    for command in COMMANDS:
+        assert f"| {command} | 0 |" in text and f"| {command} | 300 |" in text
+    assert "through ONNX Runtime" in text and "torch + sentence-transformers" in text
+
+
+def test_install_sizes_sum_the_record_files():
+    """A distribution's size is the sum of the sizes its RECORD lists (read here with csv);
+    the ONNX environment holds onnxruntime and no torch, the other torch and no onnxruntime."""
+    import csv
+    from importlib import metadata
+
+    from memofs_eval.bench.processes import _closure, install_sizes
+
+    dist = metadata.distribution("filelock")
+    record = [row for row in csv.reader(dist.read_text("RECORD").splitlines()) if row]
+    assert _closure(["filelock"], set()) == {"filelock": sum(int(r[2]) for r in record if len(r) > 2 and r[2])}
+    onnx_env, torch_env = install_sizes()
+    assert onnx_env[1] < torch_env[1]
+    assert "torch" in torch_env[2][0] and not any(p.startswith("torch ") for p in onnx_env[2])

@@ -147,18 +147,24 @@ def test_l2_normalise_keeps_zero_rows():
 
 
 def test_tier1_no_keys_gives_local_embedder():
-    emb = select_embedder({}, prewarm=False)
+    from memofs.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+
+    emb = select_embedder({}, prewarm=False)  # the bundled MiniLM, through ONNX Runtime (issue 38)
+    assert isinstance(emb, OnnxMiniLMEmbedder) and emb.name == "sentence-transformers/all-MiniLM-L6-v2"
+    emb = select_embedder({"MEMOFS_EMBEDDER": "sentence-transformers"}, prewarm=False)
     assert isinstance(emb, LocalEmbedder) and emb.name == "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def test_tier1_provider_only_when_asked_and_keyed():
     from memofs.signals.embedders.providers import OpenAIEmbedder, VoyageEmbedder
 
-    assert isinstance(select_embedder({"OPENAI_API_KEY": "k"}, prewarm=False), LocalEmbedder)
+    local = ("sentence-transformers/all-MiniLM-L6-v2", 384)
+    assert (lambda e: (e.name, e.dim))(select_embedder({"OPENAI_API_KEY": "k"}, prewarm=False)) == local
     assert isinstance(select_embedder({"MEMOFS_EMBEDDER": "openai", "OPENAI_API_KEY": "k"}), OpenAIEmbedder)
     assert isinstance(select_embedder({"MEMOFS_EMBEDDER": "voyage", "VOYAGE_API_KEY": "k"}), VoyageEmbedder)
     # asked for cloudflare without an account id -> local
-    assert isinstance(select_embedder({"MEMOFS_EMBEDDER": "cloudflare", "CLOUDFLARE_API_TOKEN": "t"}, prewarm=False), LocalEmbedder)
+    emb = select_embedder({"MEMOFS_EMBEDDER": "cloudflare", "CLOUDFLARE_API_TOKEN": "t"}, prewarm=False)
+    assert (emb.name, emb.dim) == local
 
 
 def test_disabled_returns_none():
@@ -192,7 +198,7 @@ def test_tier2_sentence_transformers_not_installed():
         "import sys, logging; sys.modules['sentence_transformers'] = None\n"
         "logging.basicConfig(level=logging.WARNING)\n"
         "from memofs.signals.embedders import select_embedder\n"
-        "print('RESULT', select_embedder({}))\n"
+        "print('RESULT', select_embedder({'MEMOFS_EMBEDDER': 'sentence-transformers'}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "RESULT None" in out.stdout, out.stderr

@@ -30,8 +30,8 @@ from memofs_eval.bench.readme import HEADLINE_END, HEADLINE_START, RUN_PREFIX
 from memofs_eval.bench.recall import REPO, REPORTS, Section
 from memofs_eval.provenance import git_commit, markdown_line, stamp
 
-BENCHES: tuple[str, ...] = ("recall", "store", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
-LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "bm25s",
+BENCHES: tuple[str, ...] = ("recall", "store", "processes", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
+LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "onnxruntime", "tokenizers", "bm25s",
                               "scikit-learn", "matplotlib", "threadpoolctl")
 THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "NUMBA_NUM_THREADS",
                                 "TOKENIZERS_PARALLELISM")
@@ -97,6 +97,11 @@ def _bench_runners(quick: bool, out_dir: Path, make_eval: bool) -> dict[str, Cal
 
         return m.run(m.quick_config() if quick else m.StoreBenchConfig(), quick)
 
+    def processes() -> Section:
+        from memofs_eval.bench import processes as m
+
+        return m.run(m.quick_config() if quick else m.ProcessBenchConfig(), quick)
+
     def executor() -> Section:
         from memofs_eval.bench import executor as m
 
@@ -119,7 +124,7 @@ def _bench_runners(quick: bool, out_dir: Path, make_eval: bool) -> dict[str, Cal
 
         return go
 
-    return {"recall": recall, "store": store, "harness": harness, "executor": executor, "lexical": micro("lexical"), "vector": micro("vector")}
+    return {"recall": recall, "store": store, "processes": processes, "harness": harness, "executor": executor, "lexical": micro("lexical"), "vector": micro("vector")}
 
 
 def headline_table(sections: list[Section]) -> str:

@@ -59,6 +59,9 @@ generate_app = typer.Typer(help="Generate agent files.", no_args_is_help=True)
 agent_app = typer.Typer(help="Generate agent instructions and MCP client configuration.", no_args_is_help=True)
 generate_app.add_typer(agent_app, name="agent")
 app.add_typer(generate_app, name="generate")
+embedder_app = typer.Typer(help="The local MiniLM's ONNX model file (the default embedder's torch-free path).",
+                           no_args_is_help=True)
+app.add_typer(embedder_app, name="embedder")
 
 
 @dataclass
@@ -675,6 +678,47 @@ def mcp(
         ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
         kernels.prefer("numba")  # a long-lived server: the compiled kernels pay for their load
         serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro, http=http)
+
+    _guard(run)
+
+
+def _onnx_model_file() -> Any:
+    from memofs.signals.embedders.onnx_minilm import ModelFile
+    from memofs.signals.embedders.local import default_model_path
+
+    return ModelFile.for_source(default_model_path())
+
+
+@embedder_app.command("build", epilog="Example:  MEMOFS_MODEL_CACHE=/opt/memofs-models memofs embedder build")
+def embedder_build(force: bool = typer.Option(False, "--force", help="Export again even when a valid file exists.")) -> None:
+    """Export the bundled MiniLM weights to the ONNX file recall uses (needs torch and onnx,
+    no network); the file goes to $MEMOFS_MODEL_CACHE or the user cache, never a store."""
+    from memofs.signals.embedders.base import EmbedderError
+
+    def run() -> None:
+        try:
+            mf = _onnx_model_file()
+            mf.ensure(force=force)
+            mf.verify()
+        except EmbedderError as exc:
+            raise CliError(str(exc)) from None
+        typer.echo(str(mf.path))
+
+    _guard(run)
+
+
+@embedder_app.command("check", epilog="Example:  memofs embedder check")
+def embedder_check() -> None:
+    """Verify the ONNX model file against the SHA-256 recorded beside it (exit 1 if missing or corrupt)."""
+    from memofs.signals.embedders.base import EmbedderError
+
+    def run() -> None:
+        try:
+            mf = _onnx_model_file()
+            mf.verify()
+        except EmbedderError as exc:
+            raise CliError(str(exc)) from None
+        typer.echo(f"ok {mf.path}")
 
     _guard(run)
 

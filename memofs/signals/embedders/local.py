@@ -59,10 +59,23 @@ def quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; any other value unchanged.
+    Nothing requires a GPU: without one (or without CUDA in torch) ``auto`` is the CPU."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def load_sentence_transformer(model: str, device: str = "cpu") -> Any:
     """The SentenceTransformer for ``model`` (a path or a name), loaded once per process.
 
     A failed load is not cached, so a later call retries (as upstream does)."""
+    device = resolve_device(device)
     key = (model, device)
     with _LOCK:
         if key in _MODELS:
@@ -84,7 +97,8 @@ def load_sentence_transformer(model: str, device: str = "cpu") -> Any:
 
 
 class LocalEmbedder:
-    """In-process sentence-transformers embedder; the model loads on first use."""
+    """In-process sentence-transformers embedder; the model loads on first use, on
+    ``device`` (``cpu``, ``cuda``, ... or ``auto``: :func:`resolve_device`)."""
 
     def __init__(self, model: str | None = None, batch_size: int = 32, device: str = "cpu") -> None:
         self.model = model

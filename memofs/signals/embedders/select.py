@@ -1,7 +1,11 @@
 """Zero-key embedder selection (spec "Zero-key mode") and the never-raising wrapper.
 
 Tier 1: ``MEMOFS_EMBEDDER`` names a provider (openai | voyage | cloudflare) whose key is
-set -> that provider; otherwise the local MiniLM, automatically, with no key.
+set -> that provider; otherwise the local MiniLM, automatically, with no key: through ONNX
+Runtime (:mod:`memofs.signals.embedders.onnx_minilm`, no torch in the process), or through
+sentence-transformers when ``MEMOFS_EMBEDDER=sentence-transformers``, when
+``MEMOFS_EMBEDDING_MODEL`` names another model, or when the ONNX path cannot load (same
+vectors, same name, so stored embeddings serve both).
 Tier 2: the local embedder is not installed or fails to load -> one logged warning and
 ``None``: the caller recalls lexical-only.
 ``MEMOFS_EMBEDDER=none`` (or ``MEMOFS_LOCAL_EMBEDDINGS=0|false`` without a provider) disables
@@ -57,7 +61,7 @@ def select_embedder(env: Mapping[str, str] = os.environ, *, prewarm: bool = True
                 log.warning("provider embedder %s unavailable (%s); using the local embedder", choice, exc)
         else:
             log.warning("MEMOFS_EMBEDDER=%s but %s not set; using the local embedder", choice, ", ".join(missing))
-    elif choice not in ("", "local", "minilm", "static"):
+    elif choice not in ("", "local", "minilm", "static", "sentence-transformers"):
         log.warning("unknown MEMOFS_EMBEDDER=%r; using the local embedder", choice)
     if env.get("MEMOFS_LOCAL_EMBEDDINGS", "").strip().lower() in ("0", "false"):
         log.info("local embeddings disabled by MEMOFS_LOCAL_EMBEDDINGS")
@@ -70,17 +74,45 @@ def select_embedder(env: Mapping[str, str] = os.environ, *, prewarm: bool = True
             embedder: Embedder = StaticEmbedder(model)
             if prewarm:
                 embedder.load()
+        elif model is None and choice != "sentence-transformers":
+            embedder = _onnx_or_torch(env, prewarm)
         else:
-            from memofs.signals.embedders.local import LocalEmbedder
-
-            embedder = LocalEmbedder(model)
-            if prewarm:
-                embedder.load()
-                _ = embedder.dim
+            embedder = _torch_local(model, prewarm)
     except Exception as exc:  # ImportError, EmbedderError, anything a loader throws
         log.warning("local embedder unavailable (%s); recall continues lexical-only", exc)
         return None
     return embedder
+
+
+def _torch_local(model: str | None, prewarm: bool) -> Embedder:
+    from memofs.signals.embedders.local import LocalEmbedder
+
+    embedder = LocalEmbedder(model)
+    if prewarm:
+        embedder.load()
+        _ = embedder.dim
+    return embedder
+
+
+def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
+    """The bundled MiniLM through ONNX Runtime (no torch in the process); when onnxruntime
+    is missing (a warning) or the model file cannot be built or read (an error naming the
+    file and how to rebuild it), the sentence-transformers path (same vectors, same name),
+    which may fail in turn (tier 2: lexical-only)."""
+    try:
+        from memofs.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
+
+        embedder = OnnxMiniLMEmbedder(env=env)
+        if prewarm:
+            embedder.load()
+        return embedder
+    except ImportError as exc:  # onnxruntime or tokenizers not installed
+        log.warning("%s; trying the sentence-transformers MiniLM", exc)
+    except EmbedderError as exc:
+        # a missing (and not exportable) or corrupt model file: logged as an error, so a CLI
+        # without --verbose shows this one line naming the file and how to rebuild it
+        log.error("%s; trying the sentence-transformers MiniLM", exc)
+    return _torch_local(None, prewarm)
 
 
 class SafeEmbedder:
