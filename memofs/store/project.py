@@ -80,7 +80,7 @@ from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
 from memofs.store.briefing import NotesHead, notes_head
 from memofs.store.config_file import ConfigFileError, load_recall_config
-from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, memory_extras
+from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, check_storable_extras, memory_extras
 
 log = logging.getLogger("memofs.store")
 
@@ -593,6 +593,7 @@ class Store:
         kept in the memory's metadata and its line."""
         text = _check_text(text)
         extras = memory_extras(title=title, source=source, source_refs=source_refs, metadata=metadata)
+        check_storable_extras(extras)
         tags = normalize_tags(tags)
         supersedes, anchors = list(supersedes), list(anchors)
         for what, values in (("supersedes", supersedes), ("anchor", anchors)):

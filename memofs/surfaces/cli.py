@@ -172,11 +172,15 @@ def _live(ctx: typer.Context):
 
 
 def _json_option(option: str, raw: str) -> Any:
-    """The JSON value of ``option``; one-line error naming the option when it is not JSON."""
+    """The JSON value of ``option``, read as the store reads its files (depth limit, an
+    integer over the digit limit refused); a one-line error naming the option, never echoing
+    the value (it may hold a secret)."""
+    from memofs.files.safe_json import JSONFileError, parse
+
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
+        return parse(raw, option)
+    except JSONFileError as exc:
+        raise CliError(f"{option}: {exc.reason}") from None
 
 
 def _import_hint(store: Any, ids: Iterable[str]) -> list[str]:
@@ -260,7 +264,7 @@ def remember(
         store = _store(ctx)
         # the model load costs seconds per command, so by default the CLI leaves embedding
         # to the next recall (which embeds what is missing and persists it)
-        embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
+        embedder = _embedder() if env_flag("MEMOFS_EMBED_ON_WRITE") else None
         m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
                            supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder,
                            title=title, source=source, source_refs=refs or None, metadata=meta)

@@ -54,7 +54,7 @@ from memofs.files.records import (MAX_SOURCE_CHARS, MAX_SOURCE_REFS, MAX_TITLE_C
 from memofs.files.notes_md import Note, format_notes
 from memofs.store.consolidation import consolidate
 from memofs.files.timestamps import iso, parse_iso
-from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json
+from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json, read_jsonl
 
 log = logging.getLogger("memofs.mcp")
 
@@ -369,8 +369,9 @@ class MemofsTools:
         if uri in ("memofs://graph/nodes", "memofs://graph/edges"):
             name = uri.rsplit("/", 1)[1]
             path = store.paths.graph / f"{name}.jsonl"
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.is_file() else []
-            return json.dumps(rows, ensure_ascii=False, indent=1)
+            # the store's reader: regular files only, depth and UTF-8 checked, a torn tail skipped
+            rows, _ = read_jsonl(path)
+            return json.dumps([obj for _, obj in rows], ensure_ascii=False, indent=1)
         state = self.live.state()
         if uri == "memofs://memory/notes":
             return format_notes([_note(m) for m in state.memories])
