@@ -110,3 +110,25 @@ def test_mcp_graph_resources_use_the_store_reader(store: Path) -> None:
     with pytest.raises(ToolError) as exc:
         tools.read_resource("memofs://graph/nodes")
     assert exc.value.code == "MEMOFS_STORE_ERROR" and "nested deeper" in str(exc.value)
+
+
+# ------------------------------------------------------------------ item 2: query length
+@pytest.mark.parametrize("size", [4096, 4097, 65_536, 1 << 20])
+@pytest.mark.parametrize("command", ["recall", "context"])
+def test_query_length_up_to_1mb_is_answered_or_refused_cleanly(store: Path, command: str, size: int) -> None:
+    from memofs.store.project import MAX_QUERY_CHARS
+
+    res = cli(store, command, "-q", ("postgres" * (size // 8 + 1))[:size])
+    assert_clean(res, codes=(0,) if size <= MAX_QUERY_CHARS else (1,))
+    if size > MAX_QUERY_CHARS:
+        assert f"the limit is {MAX_QUERY_CHARS}" in res.stderr
+
+
+def test_mcp_long_single_word_query_is_answered(store: Path) -> None:
+    from memofs.store.cursor import ContextCache
+    from memofs.store.project import MAX_QUERY_CHARS, LiveStore, Store
+    from memofs.surfaces.mcp_server import MemofsTools
+
+    tools = MemofsTools(LiveStore(Store.open(store, clock=lambda: NOW)), ContextCache(clock=lambda: 0.0), lambda: NOW)
+    word = ("pgbouncer" * 500)[:MAX_QUERY_CHARS]
+    assert tools.call("memofs.recall", {"query": word})["items"]  # "pgbouncer" lies inside it: partial credit

@@ -86,6 +86,9 @@ log = logging.getLogger("memofs.store")
 
 CORE_TEMPLATE = "# Core Memory\n\n## Identity\n\n## Stable Facts\n\n## Preferences\n\n## Constraints\n"
 MAX_TEXT_CHARS = 100_000
+MAX_QUERY_CHARS = 4096
+"""Longest recall/context query, the CLI's and the MCP server's (a query is a question, not
+a document; the bound keeps one call's lexical work small)."""
 MAX_TAGS = 50
 TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")

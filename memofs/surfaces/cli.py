@@ -193,6 +193,14 @@ def _import_hint(store: Any, ids: Iterable[str]) -> list[str]:
             "not imported; run `memofs import`"] if pending else []
 
 
+def _check_query(query: str) -> None:
+    """The MCP server's bound on a query (:data:`memofs.store.project.MAX_QUERY_CHARS`)."""
+    from memofs.store.project import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise CliError(f"--query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+
+
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
         raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
@@ -300,6 +308,7 @@ def recall(
         task = _task(task_type)
         if not query.strip():
             raise CliError("--query must not be empty")
+        _check_query(query)
         live = _live(ctx)
         state = live.state()
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
@@ -384,6 +393,7 @@ def context(
             query_ = q
             if not query_ or not query_.strip():
                 raise CliError("--query is required (or --expand CURSOR)")
+            _check_query(query_)
             from memofs.store.project import LiveStore
 
             live = LiveStore(store, embedder=_embedder())

@@ -54,13 +54,12 @@ from memofs.files.records import (MAX_SOURCE_CHARS, MAX_SOURCE_REFS, MAX_TITLE_C
 from memofs.files.notes_md import Note, format_notes
 from memofs.store.consolidation import consolidate
 from memofs.files.timestamps import iso, parse_iso
-from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json, read_jsonl
+from memofs.store.project import MAX_QUERY_CHARS, MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json, read_jsonl
 
 log = logging.getLogger("memofs.mcp")
 
 SERVER_NAME = "memofs-mcp"
 SERVER_VERSION = "0.1.0"
-MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 100
 
 _TASK = {"type": "string", "enum": list(TASK_TYPES), "description": "Task type that biases the query rewrite."}
