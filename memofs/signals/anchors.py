@@ -16,6 +16,7 @@ cannot be read, makes that one memory stale with a reason; it never fails the re
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ class AnchorPathError(InvalidInputError):
 
 
 def confine(root: Path, rel: str) -> Path:
-    """``root / rel`` resolved, refusing anything outside ``root`` or inside the store."""
+    """``root / rel`` resolved, refusing anything outside ``root`` or inside the store;
+    ``OSError`` (ELOOP) for a symbolic link loop, as opening one gives."""
     if not isinstance(rel, str) or "\x00" in rel:
         raise AnchorPathError(f"anchor path must be a string without NUL bytes: {rel!r}")
     if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
@@ -39,7 +41,10 @@ def confine(root: Path, rel: str) -> Path:
     if ".." in Path(rel).parts:
         raise AnchorPathError(f"anchor path must not contain '..': {rel!r}")
     root_r = root.resolve()
-    full = (root_r / rel).resolve()
+    try:
+        full = (root_r / rel).resolve()
+    except RuntimeError:  # Python 3.11's resolve() on a symlink loop (3.13 returns the path; opening it gives ELOOP)
+        raise OSError(errno.ELOOP, "symbolic link loop", rel) from None
     if full != root_r and root_r not in full.parents:
         raise AnchorPathError(f"anchor path leaves the project root (symlink?): {rel!r}")
 

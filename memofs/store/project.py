@@ -351,7 +351,25 @@ class Store:
         store = cls(root, clock=clock)
         if not store.paths.dir.is_dir():
             raise StoreNotFoundError(f"no {STORE_DIR}/ store in {store.root}; run `memofs init` there first")
+        store.refuse_links_out()
         return store
+
+    def refuse_links_out(self) -> None:
+        """Raise :class:`StoreError` when a store file or folder is a symbolic link leaving
+        ``.memofs/`` (as anchors leaving the project are refused): a cloned repository can
+        ship one, and following it would print a file from elsewhere (``context`` shows
+        core.md) or append to it (``remember``). Links inside ``.memofs/`` are followed.
+        One ``lstat`` per path; a link costs a ``realpath``."""
+        p = self.paths
+        base = os.path.realpath(p.dir)
+        for f in (p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp, p.manifest, p.config, p.core,
+                  p.core.parent / "notes.md", p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl",
+                  p.embeddings, p.lock):
+            if os.path.islink(f):
+                target = os.path.realpath(f)
+                if os.path.commonpath([base, target]) != base:
+                    raise StoreError(f"{p.rel(f)} is a symbolic link leaving {STORE_DIR}/ (to {target}); "
+                                     "memofs does not follow it: replace it with the file itself")
 
     def _manifest_paths(self) -> dict[str, dict[str, str]]:
         p = self.paths
@@ -559,8 +577,8 @@ class Store:
     # -- writing -------------------------------------------------------------------
     def anchor(self, rel: str) -> Anchor:
         """An anchor on ``rel`` hashed now; the path is confined to the project root."""
-        full = confine(self.root, rel)
         try:
+            full = confine(self.root, rel)
             digest, _ = hash_regular(full)
         except (FileNotFoundError, NotADirectoryError):
             raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
@@ -798,7 +816,7 @@ class Store:
                 lines = self._ids_cursor.lines
             stamp = PrefixStamp.take(f, size, lines) if size else None
             stamps[name] = asdict(stamp) if stamp is not None else None
-        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
+        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n", cache=True)
         self._unsynced = 0
 
     def checkpoint_derived(self) -> None:

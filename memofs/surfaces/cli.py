@@ -90,9 +90,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from memofs.signals.embeddings_file import EmbeddingsFileError
     from memofs.files.records import InvalidInputError
     from memofs.files.safe_json import JSONFileError
+    from memofs.ranking.learned import ModelFileError
     from memofs.store.project import StoreError
 
-    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)
+    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, ModelFileError, OSError,
+            TimeoutError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -539,6 +541,10 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     for f in check(store.orphan_temp_files, []):
         problems.append(f"orphan temp file {p.rel(f)} ({f.stat().st_size} bytes; a writer died before its rename); "
                         "run `memofs doctor --fix` to remove it")
+    if load_embedder:  # doctor runs what the commands run (memofs.store.health, shared with memofs://health)
+        from memofs.store.health import command_problems
+
+        problems.extend(p_ for p_ in check(lambda: command_problems(store), []) if p_ not in problems)
     if load_embedder and report is not None:
         no_event, no_facts = check(lambda: store.missing_derived(memories), ([], []))
         if no_event:
@@ -606,7 +612,7 @@ def status(
 @app.command(epilog="Examples:\n\n  memofs doctor || echo 'store needs attention'\n\n  memofs doctor --fix")
 def doctor(
     ctx: typer.Context,
-    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl and remove orphan temp files."),
+    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl, remove orphan temp files and damaged caches."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Like status, but loads the embedder to verify the tier and checks derived data
@@ -614,7 +620,12 @@ def doctor(
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
-        fixed = _store(ctx).repair() if fix else []
+        fixed = []
+        if fix:
+            from memofs.store.health import repair_caches
+
+            store = _store(ctx)
+            fixed = repair_caches(store) + store.repair()
         info = _health(ctx, load_embedder=True)
         info["fixed"] = fixed
         if not as_json:
