@@ -261,3 +261,17 @@ def test_symlink_loop_at_an_anchored_path_is_drift_not_a_crash(store: Path) -> N
     res = cli(store, "remember", "another", "--anchor", "src/t.py")
     assert_clean(res, codes=(1,))
     assert "link loop" in res.stderr
+
+
+# ------------------------------------------------------------------ item 8: errors never echo a secret
+@pytest.mark.parametrize("args", [
+    ["--source-ref", '{"sourceType": "web", "url": "ftp://admin:SECRETVALUE@x"}'],
+    ["--source-ref", '{"sourceType": "f", "path": "/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"}'],
+    ["--kind", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"],
+    ["--anchor", "/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"],
+    ["--metadata", '{"k": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"'],
+])
+def test_refused_values_are_not_echoed(store: Path, args: list[str]) -> None:
+    res = cli(store, "remember", "a memory with a bad option", *args)
+    assert_clean(res, codes=(1,))
+    assert "SECRETVALUE" not in res.output and "a1B2c3D4e5F6g7H8i9J0" not in res.output

@@ -203,7 +203,7 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
         raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
     kind = row.get("kind", "note")
     if not isinstance(kind, str) or kind not in MEMORY_KINDS:
-        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
     created = row.get("created_at")
     try:
         created_at = parse_iso(created) if created is not None else None
@@ -283,10 +283,10 @@ def normalize_tags(tags: Iterable[str]) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for t in tags:
         if not isinstance(t, str):
-            raise InvalidInputError(f"tag {t!r} must be a string")
+            raise InvalidInputError(f"tag {secrets.shown(t)} must be a string")
         t = t.strip()
         if not TAG_PATTERN.fullmatch(t):
-            raise InvalidInputError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
+            raise InvalidInputError(f"tag {secrets.shown(t)} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
         out.setdefault(t, None)
     if len(out) > MAX_TAGS:
         raise InvalidInputError(f"{len(out)} tags; the limit is {MAX_TAGS}")
@@ -581,11 +581,11 @@ class Store:
             full = confine(self.root, rel)
             digest, _ = hash_regular(full)
         except (FileNotFoundError, NotADirectoryError):
-            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
+            raise AnchorPathError(f"anchor path is not an existing file: {secrets.shown(rel)}") from None
         except safe_json.NotRegularFileError:
-            raise AnchorPathError(f"anchor path is not a regular file: {rel!r}") from None
+            raise AnchorPathError(f"anchor path is not a regular file: {secrets.shown(rel)}") from None
         except OSError as exc:
-            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {rel!r}") from None
+            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {secrets.shown(rel)}") from None
         return Anchor(full.relative_to(self.root).as_posix(), digest)
 
     def remember(
@@ -626,13 +626,13 @@ class Store:
         secrets.check(text, *tags, *supersedes, *anchors, namespace,
                       *(json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for v in extras.values()))
         if kind not in MEMORY_KINDS:
-            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
         if confidence is not None:
             if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
-                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {secrets.shown(confidence)}")
             confidence = float(confidence)
         if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace) or ".." in namespace:
-            raise InvalidInputError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
+            raise InvalidInputError(f"namespace {secrets.shown(namespace)} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
         sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
         anchored = tuple(self.anchor(a) for a in anchors)
         when = self._now(now)

@@ -36,6 +36,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from memofs.files.records import MEMORY_KINDS
+from memofs.files.secrets import shown
 from memofs.signals import kernels
 
 TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
@@ -135,7 +136,7 @@ def env_flag(name: str) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise CliError(f"{name}={raw!r} is not a boolean; use 1/true/yes/on or 0/false/no/off")
+    raise CliError(f"{name}={shown(raw)} is not a boolean; use 1/true/yes/on or 0/false/no/off")
 
 
 def _read_stdin() -> str:
@@ -205,7 +206,7 @@ def _check_query(query: str) -> None:
 
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
-        raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
+        raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {shown(task_type)}")
     return task_type
 
 
@@ -270,7 +271,7 @@ def remember(
         meta = _json_option("--metadata", metadata) if metadata is not None else None
         body = _read_stdin() if text == "-" else text
         if kind not in MEMORY_KINDS:
-            raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+            raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {shown(kind)}")
         store = _store(ctx)
         # the model load costs seconds per command, so by default the CLI leaves embedding
         # to the next recall (which embeds what is missing and persists it)
@@ -374,12 +375,12 @@ def context(
         from memofs.store.cursor import SECTIONS, FileContextCache
 
         if section is not None and section not in SECTIONS:
-            raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {section!r}")
+            raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {shown(section)}")
         if budget is not None and max_chars is not None and budget != max_chars:
             raise CliError("--budget and --max-chars are the same setting; give one")
         size = budget if budget is not None else max_chars
         if detail is not None and detail not in DETAILS:
-            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {detail!r}")
+            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {shown(detail)}")
         # upstream's `context` is always the full briefing; --max-chars is its flag
         options = ContextOptions(detail=detail or ("full" if max_chars is not None else "compact"),
                                  include_core=include_core, include_notes=include_notes,
@@ -544,7 +545,8 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     if load_embedder:  # doctor runs what the commands run (memofs.store.health, shared with memofs://health)
         from memofs.store.health import command_problems
 
-        problems.extend(p_ for p_ in check(lambda: command_problems(store), []) if p_ not in problems)
+        # a failure status already reported (a malformed memories line) is not repeated as recall's
+        problems.extend(p_ for p_ in check(lambda: command_problems(store), []) if not any(p_.endswith(q) for q in problems))
     if load_embedder and report is not None:
         no_event, no_facts = check(lambda: store.missing_derived(memories), ([], []))
         if no_event:
