@@ -12,8 +12,12 @@ so the message never echoes the secret itself.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import unicodedata
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from memofs.files.records import InvalidInputError
 
@@ -43,7 +47,7 @@ SECRET_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "aws_secret_access_key",
         re.compile(r"(?i)\baws_?secret_?(?:access_?)?key\b[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
                    # unlabelled: exactly 40 base64 characters with both cases, a digit and a "/" or "+"
-                   r"|(?-i:(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[/+])(?=[A-Za-z0-9/+]{0,39}[0-9])"
+                   r"|(?-i:(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))(?=[A-Za-z0-9/+]{0,39}[/+])(?=[A-Za-z0-9/+]{0,39}[0-9])"
                    r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))"),
     ),
     ("private_key_block", re.compile(
@@ -165,11 +169,6 @@ def decoded_forms(text: str) -> list[str]:
     form without invisible characters (fullwidth letters, zero-width joiners), its
     URL-decoded form, and every base64 run of 24 or more characters that decodes to
     printable UTF-8. Empty for plain ASCII prose (one regex search)."""
-    import base64
-    import binascii
-    import unicodedata
-    from urllib.parse import unquote
-
     forms: list[str] = []
     if not text.isascii():
         plain = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
