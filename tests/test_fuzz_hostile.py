@@ -275,3 +275,18 @@ def test_refused_values_are_not_echoed(store: Path, args: list[str]) -> None:
     res = cli(store, "remember", "a memory with a bad option", *args)
     assert_clean(res, codes=(1,))
     assert "SECRETVALUE" not in res.output and "a1B2c3D4e5F6g7H8i9J0" not in res.output
+
+
+def test_mcp_health_runs_what_doctor_runs(store: Path) -> None:
+    from memofs.store.cursor import ContextCache
+    from memofs.store.project import LiveStore, Store
+    from memofs.surfaces.mcp_server import MemofsTools
+
+    tools = MemofsTools(LiveStore(Store.open(store, clock=lambda: NOW)), ContextCache(clock=lambda: 0.0), lambda: NOW)
+    assert json.loads(tools.read_resource("memofs://health"))["healthy"]
+    (store / ".memofs/tmp").mkdir(exist_ok=True)
+    (store / ".memofs/tmp/cursor.key").write_text("not hex")
+    health = json.loads(tools.read_resource("memofs://health"))
+    doctor = cli(store, "doctor", "--json")
+    assert not health["healthy"] and doctor.exit_code == 1
+    assert health["problems"] == [p for p in json.loads(doctor.stdout)["problems"] if "cursor.key" in p]
