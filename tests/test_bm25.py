@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import math
 import random
 
@@ -250,3 +252,75 @@ def test_overlap_index_equals_naive_reference_after_removals(docs, removed, quer
         assert got[d] == pytest.approx(want[d], abs=1e-12)
     with pytest.raises(ValueError, match="fuzzy_partial"):
         OverlapIndex(partial=1.5)
+
+
+# --- issue 36 item 2: the matcher's long-word bound keeps its output -------------------------
+def naive_related(terms: list[str], q: str) -> list[int]:
+    """The matcher as it was before the bound (the reference): every substring of ``q``
+    probed, plus the ``q in v`` scan; its own term left out."""
+    if not q or "\n" in q:
+        return []
+    index = {t: i for i, t in enumerate(terms)}
+    found = {i for i, t in enumerate(terms) if q in t}
+    found |= {index[q[a:z]] for a in range(len(q)) for z in range(a + 1, len(q) + 1) if q[a:z] in index}
+    found.discard(index.get(q, -1))
+    return sorted(found)
+
+
+def naive_query_overlap(query: list[str], doc: list[str], partial: float) -> float:
+    """The reranker's prepared form before the bound: q's substrings as a set."""
+    if not query or not doc:
+        return 0.0
+    ds = set(doc)
+    total = 0.0
+    for q, mult in Counter(query).items():
+        subs = {q[a:z] for a in range(len(q)) for z in range(a + 1, len(q) + 1)}
+        credit = 1.0 if q in ds else partial if any(q in d for d in ds) or subs & ds else 0.0
+        total += mult * credit
+    return total / len(query)
+
+
+WORD = st.text("abc\u00e9\n", min_size=0, max_size=90)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(vocab=st.lists(WORD, max_size=14, unique=True), q=WORD)
+def test_vocabulary_matcher_equals_the_unbounded_reference(vocab, q):
+    assert VocabularyMatcher(vocab).related(q) == naive_related(vocab, q)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(query=st.lists(WORD, max_size=4), doc=st.lists(WORD, max_size=8), partial=st.sampled_from([0.25, 0.5]))
+def test_query_overlap_equals_the_unbounded_reference(query, doc, partial):
+    assert QueryOverlap(query, partial).score(doc) == naive_query_overlap(query, doc, partial)
+
+
+@pytest.mark.parametrize(("vocab", "q"), [
+    (["authentication", "auth", "oauth", "db", "database", "jwt"], "auth"),  # the spec's examples
+    (["authentication", "auth", "oauth", "db", "database", "jwt"], "db"),
+    (["authentication", "auth", "oauth", "db", "database", "jwt"], "xauthenticationx" * 8),
+    (["a" * 70, "a", "b"], "a" * 200),
+])
+def test_vocabulary_matcher_spec_and_long_words(vocab, q):
+    assert VocabularyMatcher(vocab).related(q) == naive_related(vocab, q)
+    assert QueryOverlap([q, "db"]).score(vocab) == naive_query_overlap([q, "db"], vocab, 0.25)
+
+
+def test_long_query_word_is_linear_not_cubic():
+    """A 2 KiB word: the bounded probe visits len(q) substrings per term length (the
+    unbounded one visited 2e6; a 1 MB word 5e11); checked by counting probes, not by time."""
+    vocab = [f"term{i}" for i in range(300)] + ["postgres", "x" * 40]
+    m = VocabularyMatcher(vocab)
+    probes = 0
+    real = m._index
+
+    class Counting(dict):
+        def get(self, key, default=None):
+            nonlocal probes
+            probes += 1
+            return real.get(key, default)
+
+    m._index = Counting()
+    q = "postgres" * 256  # 2 KiB
+    assert m.related(q) == [vocab.index("postgres")]
+    assert probes <= len(q) * len({len(t) for t in vocab}) + 1

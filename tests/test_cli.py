@@ -203,10 +203,10 @@ def test_remember_upstream_fields_kept_and_returned(proj: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--metadata", "{nope"], "memofs: error: --metadata is not JSON (Expecting property name enclosed in double quotes at character 1): '{nope'"),
+    (["--metadata", "{nope"], "memofs: error: --metadata: invalid JSON (Expecting property name enclosed in double quotes)"),
     (["--metadata", "[1, 2]"], "memofs: error: field 'metadata' must be a JSON object; got list"),
     (["--source-ref", '{"path": "a.md"}'], "memofs: error: field 'sourceRefs[0]' must be an object with a non-empty string 'sourceType'"),
-    (["--source-ref", '{"sourceType": "web", "url": "ftp://x"}'], "memofs: error: field 'sourceRefs[0]': 'url' must be an http(s) URL; got 'ftp://x'"),
+    (["--source-ref", '{"sourceType": "web", "url": "ftp://x"}'], "memofs: error: field 'sourceRefs[0]': 'url' must be an http(s) URL"),
     (["--title", "x" * 513], "memofs: error: field 'title' has 513 characters; the limit is 512"),
     (["--title", "AKIAIOSFODNN7EXAMPLE"], "memofs: error: Write blocked: content matched 1 secret pattern(s) (aws_access_key_id)."),
 ])

@@ -151,7 +151,7 @@ def test_same_surface_over_both_transports(both, transport: str) -> None:
     assert [e["metadata"]["id"] for e in json.loads(read["memofs://memory/recent"])] == [r["id"] for r in stored][::-1]
     assert {n["id"] for n in json.loads(read["memofs://graph/nodes"])} >= {"oauth", "jwt", "console"}
     health = json.loads(read["memofs://health"])
-    assert health == {"ok": True, "memories": 3, "warnings": []}
+    assert health == {"ok": True, "healthy": True, "memories": 3, "warnings": [], "problems": []}
     assert read["memofs://context"].startswith("## How to use MemoFS context")
     first = out["recall"]["items"][0]
     assert first["text"] == TEXTS[0] and first["created_at"] == "2026-03-01T00:00:00Z"

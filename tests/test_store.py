@@ -131,6 +131,8 @@ FAKES = {
     "jwt_token": "session " + "eyJ" + "hbGciOiJIUzI1NiJ9." + "eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
     "connection_string_credentials": "db at " + "postgres://" + "admin:s3cr3tPass" + "@db.internal:5432/app",
     "secret_assignment": "config " + "password" + " = " + "correct-horse-battery",
+    "npm_token": "publish with " + "npm" + "_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "huggingface_token": "hub " + "hf" + "_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
 }
 
 
@@ -138,7 +140,7 @@ def test_every_rule_has_a_fake() -> None:
     assert set(FAKES) == set(secrets.RULE_IDS)
     assert secrets.RULE_IDS == ("aws_access_key_id", "github_token", "openai_api_key", "google_api_key", "slack_token",
                                 "stripe_key", "aws_secret_access_key", "private_key_block", "jwt_token",
-                                "connection_string_credentials", "secret_assignment")
+                                "connection_string_credentials", "secret_assignment", "npm_token", "huggingface_token")
 
 
 @pytest.mark.parametrize("rule", list(FAKES))

@@ -5,6 +5,7 @@ config, cursor key, context cache)."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,9 +20,13 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Temp file in the same directory + fsync + ``os.replace`` + directory fsync."""
+def atomic_write_text(path: Path, text: str, *, cache: bool = False) -> None:
+    """Temp file in the same directory + fsync + ``os.replace`` + directory fsync.
+    ``cache``: ``path`` is a rebuildable cache, so a directory found there (which the
+    rename cannot replace) is removed first rather than failing the command forever."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if cache and path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from memofs.files import safe_json
 
 MEMORY_KINDS: tuple[str, ...] = ("decision", "constraint", "goal", "preference", "reference", "summary", "note")
 """The seven upstream memory kinds (upstream-facts.md section 10)."""
@@ -82,6 +85,8 @@ class GraphEdge:
 MAX_TITLE_CHARS = 512
 MAX_SOURCE_CHARS = 512
 MAX_SOURCE_REFS = 100
+MAX_EXTRAS_BYTES = 65_536
+"""Largest JSON (UTF-8 bytes) of a memory's upstream fields together, checked on write."""
 MEMORY_EXTRA_FIELDS: tuple[str, ...] = ("title", "source", "writer", "sourceRefs", "metadata")
 """Upstream's remember fields (facts sections 10 and 11, ``memofs.remember``), kept in
 :attr:`Memory.metadata` under these keys and written as top-level keys of a
@@ -119,10 +124,10 @@ def memory_extras(*, title: object = None, source: object = None, writer: object
                 raise InvalidInputError(f"{where} must be an object with a non-empty string 'sourceType'")
             url, path = ref.get("url"), ref.get("path")
             if url is not None and (not isinstance(url, str) or not url.lower().startswith(("http://", "https://"))):
-                raise InvalidInputError(f"{where}: 'url' must be an http(s) URL; got {url!r}")
+                raise InvalidInputError(f"{where}: 'url' must be an http(s) URL")
             if path is not None and (not isinstance(path, str) or path.startswith(("/", "\\"))
                                      or ".." in path.replace("\\", "/").split("/")):
-                raise InvalidInputError(f"{where}: 'path' must be relative to the workspace; got {path!r}")
+                raise InvalidInputError(f"{where}: 'path' must be relative to the workspace")
         if source_refs:
             out["sourceRefs"] = [dict(r) for r in source_refs]
     if metadata is not None:
@@ -144,3 +149,25 @@ def upstream_note_metadata(memory: Memory) -> dict:
     if isinstance(user, dict):
         meta.update(user)
     return meta
+
+
+def check_storable_extras(extras: dict) -> None:
+    """Refuse, on write, upstream fields that a load of their line would not accept, so an
+    acknowledged memory never makes the store unreadable: JSON too large (over
+    :data:`MAX_EXTRAS_BYTES`), nested deeper than the store's reader allows (they are keys
+    of the line's top-level object, so their depth there is the depth counted here), or
+    values JSON cannot write and read back (an integer over Python's digit limit, a
+    non-JSON type). Raises :class:`InvalidInputError`; the message never echoes the value."""
+    try:
+        text = json.dumps(extras, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = "a number that is not finite" if "compliant" in str(exc) else type(exc).__name__
+        raise InvalidInputError(f"fields {', '.join(map(repr, extras))} are not storable JSON ({reason})") from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_EXTRAS_BYTES:
+        raise InvalidInputError(f"fields {', '.join(map(repr, extras))} take {size} bytes as JSON; "
+                                f"the limit is {MAX_EXTRAS_BYTES}")
+    try:
+        safe_json.parse(text, "metadata")
+    except safe_json.JSONFileError as exc:
+        raise InvalidInputError(f"field {exc.where!r} is not storable: {exc.reason}") from None

@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import secrets as _random
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
@@ -167,14 +168,17 @@ class Sidecar:
                 return None  # closes the tail check's blind spot: any edit before the offset
             cols: dict[str, np.ndarray] = {}
             for col, info in meta["columns"].items():
-                a = np.load(self.dir / f"{self.name}.{meta['generation']}.{col}.npy", mmap_mode="r", allow_pickle=False)
+                path = self.dir / f"{self.name}.{meta['generation']}.{col}.npy"
+                # a FIFO, directory or link out of the folder is refused, never opened (np.load would block on a FIFO)
+                safe_json.require_regular(path, os.stat(path, follow_symlinks=False))
+                a = np.load(path, mmap_mode="r", allow_pickle=False)
                 if a.dtype.str != info["dtype"] or list(a.shape) != info["shape"]:
                     return None
                 if col not in unchecked and _digest(a) != info["digest"]:
                     return None
                 cols[col] = a
             return meta, cols, stamp
-        except (KeyError, TypeError, ValueError, OSError):  # a damaged sidecar is only a cache
+        except Exception:  # noqa: BLE001 - any damage (empty .npy: EOFError; wrong shapes: AttributeError) means "rebuild"
             return None
 
     def write(self, stamp: PrefixStamp | None, columns: dict[str, np.ndarray], extra: dict[str, Any],
@@ -209,8 +213,11 @@ class Sidecar:
         fsync_dir(self.dir)
         meta = {"format": self.format, "generation": gen, "stamp": None if stamp is None else asdict(stamp),
                 "columns": info, **extra}
-        atomic_write_text(self.meta_path, json.dumps(meta, ensure_ascii=False, separators=(",", ":")))
+        atomic_write_text(self.meta_path, json.dumps(meta, ensure_ascii=False, separators=(",", ":")), cache=True)
         for old in self.dir.glob(f"{self.name}.*.npy"):
             if not old.name.startswith(f"{self.name}.{gen}."):
-                old.unlink(missing_ok=True)
+                if old.is_dir() and not old.is_symlink():  # damage where a column was: only a cache
+                    shutil.rmtree(old)
+                else:
+                    old.unlink(missing_ok=True)
         return True

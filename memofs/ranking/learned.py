@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from memofs.files import safe_json
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS, RecallConfig
 from memofs.ranking.pools import Fused, confidence, lexical_score, pools, recency, round_half_up, unverified
@@ -643,19 +644,22 @@ _CACHE: dict[str, tuple[float, int, Model]] = {}
 def load_model(path: str | os.PathLike) -> Model:
     """Read a model file (memoised per path, reloaded when the file changes)."""
     p = Path(path)
-    key = str(p.resolve())
+    key = os.path.abspath(p)  # not resolve(): a symlink loop raises RuntimeError there
     try:
         st = p.stat()
     except FileNotFoundError:
         raise ModelFileError(p, "learned_model", "file not found") from None
+    except OSError as exc:  # a symlink loop, a permission
+        raise ModelFileError(p, "learned_model", f"cannot be read ({exc.strerror or type(exc).__name__})") from None
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == st.st_mtime and hit[1] == st.st_size:
         return hit[2]
-    text = p.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelFileError(p, "json", exc.msg, line=exc.lineno) from None
+    try:  # the store's reader: a FIFO or directory is refused, never opened; depth and UTF-8 checked
+        data = safe_json.load_file(p)
+    except safe_json.JSONFileError as exc:
+        raise ModelFileError(exc.where, "json", exc.reason) from None
+    except OSError as exc:
+        raise ModelFileError(p, "learned_model", f"cannot be read ({exc})") from None
     model = model_from_json(data, p)
     _CACHE[key] = (st.st_mtime, st.st_size, model)
     return model

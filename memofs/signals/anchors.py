@@ -16,11 +16,13 @@ cannot be read, makes that one memory stale with a reason; it never fails the re
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from memofs.files import secrets
 from memofs.files.layout import STORE_DIR
 from memofs.files.records import Anchor, InvalidInputError
 from memofs.files.safe_json import NotRegularFileError, open_regular, require_regular
@@ -31,21 +33,25 @@ class AnchorPathError(InvalidInputError):
 
 
 def confine(root: Path, rel: str) -> Path:
-    """``root / rel`` resolved, refusing anything outside ``root`` or inside the store."""
+    """``root / rel`` resolved, refusing anything outside ``root`` or inside the store;
+    ``OSError`` (ELOOP) for a symbolic link loop, as opening one gives."""
     if not isinstance(rel, str) or "\x00" in rel:
-        raise AnchorPathError(f"anchor path must be a string without NUL bytes: {rel!r}")
+        raise AnchorPathError(f"anchor path must be a string without NUL bytes: {secrets.shown(rel)}")
     if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
-        raise AnchorPathError(f"anchor path must be relative to the project root: {rel!r}")
+        raise AnchorPathError(f"anchor path must be relative to the project root: {secrets.shown(rel)}")
     if ".." in Path(rel).parts:
-        raise AnchorPathError(f"anchor path must not contain '..': {rel!r}")
+        raise AnchorPathError(f"anchor path must not contain '..': {secrets.shown(rel)}")
     root_r = root.resolve()
-    full = (root_r / rel).resolve()
+    try:
+        full = (root_r / rel).resolve()
+    except RuntimeError:  # Python 3.11's resolve() on a symlink loop (3.13 returns the path; opening it gives ELOOP)
+        raise OSError(errno.ELOOP, "symbolic link loop", rel) from None
     if full != root_r and root_r not in full.parents:
-        raise AnchorPathError(f"anchor path leaves the project root (symlink?): {rel!r}")
+        raise AnchorPathError(f"anchor path leaves the project root (symlink?): {secrets.shown(rel)}")
 
     store_dir = root_r / STORE_DIR
     if full == store_dir or store_dir in full.parents:
-        raise AnchorPathError(f"anchor path must not point into {STORE_DIR}/: {rel!r}")
+        raise AnchorPathError(f"anchor path must not point into {STORE_DIR}/: {secrets.shown(rel)}")
     return full
 
 

@@ -43,17 +43,25 @@ def _check_partial(partial: float) -> float:
     return float(partial)
 
 
+SUBSTRING_SET_CHARS = 64
+"""Longest query term whose substrings :class:`QueryOverlap` precomputes as a set (a term
+of ``n`` characters has up to ``n(n+1)/2`` of them); a longer term is tested against each
+document term with ``d in q`` instead: the same credit, in time linear in ``n``."""
+
+
 class QueryOverlap:
     """:func:`token_overlap` with the query prepared once, for scoring many documents:
     "q lies inside some d" is one substring scan of the document's terms joined by
     newlines, and "some d lies inside q" one set intersection with q's precomputed
-    substrings."""
+    substrings (for terms up to :data:`SUBSTRING_SET_CHARS` characters; a longer one
+    scans the document's terms, so a hostile long word costs linear, not cubic, time)."""
 
     def __init__(self, query_terms: Sequence[str], partial: float = 0.25) -> None:
         self.n = len(query_terms)
         self.partial = partial
         self.terms = [
-            (q, mult, frozenset(q[a:z] for a in range(len(q)) for z in range(a + 1, len(q) + 1)))
+            (q, mult, frozenset(q[a:z] for a in range(len(q)) for z in range(a + 1, len(q) + 1))
+             if len(q) <= SUBSTRING_SET_CHARS else None)
             for q, mult in Counter(query_terms).items()
         ]
 
@@ -66,7 +74,8 @@ class QueryOverlap:
         for q, mult, inside_q in self.terms:
             if q in doc_set:
                 credit = 1.0
-            elif (q in joined if "\n" not in q else any(q in d for d in doc_set)) or not inside_q.isdisjoint(doc_set):
+            elif ((q in joined if "\n" not in q else any(q in d for d in doc_set))
+                  or (not inside_q.isdisjoint(doc_set) if inside_q is not None else any(d in q for d in doc_set if d))):
                 credit = self.partial
             else:
                 credit = 0.0
@@ -84,8 +93,10 @@ class VocabularyMatcher:
 
     ``v`` contains ``q``: one C-level substring scan over the vocabulary joined by
     newlines, each hit mapped back to its term with a binary search over line offsets.
-    ``q`` contains ``v``: every substring of ``q`` looked up in the vocabulary dict
-    (at most ``len(q)*(len(q)+1)/2`` probes).
+    ``q`` contains ``v``: the substrings of ``q`` of the lengths vocabulary terms have
+    looked up in the vocabulary dict (at most ``len(q)`` probes per distinct term length,
+    so a long query word costs linear time, not the cube of its length as probing every
+    substring did).
     """
 
     def __init__(self, terms: Sequence[str]) -> None:
@@ -97,6 +108,7 @@ class VocabularyMatcher:
             starts.append(pos)
             pos += len(t) + 1
         self._starts = starts
+        self._lengths = sorted({len(t) for t in self._terms if t})
 
     def related(self, q: str) -> list[int]:
         """Term ids ``i`` with ``terms[i] != q`` and (``q in terms[i]`` or ``terms[i] in q``)."""
@@ -113,9 +125,11 @@ class VocabularyMatcher:
             pos = find(q, nxt)
         n = len(q)
         index = self._index
-        for a in range(n):
-            for z in range(a + 1, n + 1):
-                j = index.get(q[a:z])
+        for size in self._lengths:  # only lengths some term has can name a term
+            if size > n:
+                break
+            for a in range(n - size + 1):
+                j = index.get(q[a:a + size])
                 if j is not None:
                     found.add(j)
         own = index.get(q)

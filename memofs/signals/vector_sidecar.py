@@ -34,6 +34,7 @@ from memofs.signals.vector_index import unit_rows
 FORMAT = 3
 SHA_WIDTH = np.dtype(SHA_DTYPE).itemsize
 _UNCHECKED = ("vectors", "unit")
+_SKIPPED_KEYS = frozenset({"line", "reason", "id", "embedder", "dim"})  # embeddings_file.SkippedLine's fields
 
 
 @dataclass
@@ -63,7 +64,12 @@ class StoredState:
         self.unit = np.asarray(cols["unit"])
         self.namespace_codes = np.asarray(cols["namespace"])
         self.namespace_table = [str(t) for t in meta["namespaces"]]
-        self.skipped: list[dict[str, Any]] = list(meta["skipped"])
+        skipped = meta["skipped"]
+        if not isinstance(skipped, list) or not all(
+                isinstance(s, dict) and set(s) <= _SKIPPED_KEYS and isinstance(s.get("line"), int)
+                and isinstance(s.get("reason"), str) for s in skipped):
+            raise ValueError("skipped lines are not a list of SkippedLine objects")
+        self.skipped: list[dict[str, Any]] = list(skipped)
         self.lines, self.offset, self.lineno = int(meta["lines"]), stamp.offset, stamp.lineno
         self._cols = cols
         if (self.vectors.dtype != np.float32 or self.vectors.shape != (n, dim) or self.unit.dtype != np.float32
@@ -124,7 +130,7 @@ class VectorSidecar:
             if decode and not len(state.text_sha256) == len(state.metadata) == len(state.namespaces) == n:
                 return None
             return state
-        except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):  # a damaged sidecar is only a cache
+        except Exception:  # noqa: BLE001 - a damaged sidecar is only a cache: any damage means "rebuild"
             return None
 
     def write(self, state: SidecarState, embedder: str, dim: int) -> None:

@@ -253,7 +253,7 @@ class FileContextCache(ContextCache):
     def _save(self) -> None:
 
         rows = [{"key": e.key, "lists": e.lists, "meta": e.meta, "created_at": e.created_at} for e in self._entries.values()]
-        atomic_write_text(self.path, json.dumps(rows, ensure_ascii=False))
+        atomic_write_text(self.path, json.dumps(rows, ensure_ascii=False), cache=True)
 
 
 def _redact(value: Any) -> Any:

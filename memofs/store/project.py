@@ -80,12 +80,15 @@ from memofs.graph.extract import RuleBasedExtractor
 from memofs.graph.entity_graph import EntityGraph
 from memofs.store.briefing import NotesHead, notes_head
 from memofs.store.config_file import ConfigFileError, load_recall_config
-from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, memory_extras
+from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, check_storable_extras, memory_extras
 
 log = logging.getLogger("memofs.store")
 
 CORE_TEMPLATE = "# Core Memory\n\n## Identity\n\n## Stable Facts\n\n## Preferences\n\n## Constraints\n"
 MAX_TEXT_CHARS = 100_000
+MAX_QUERY_CHARS = 4096
+"""Longest recall/context query, the CLI's and the MCP server's (a query is a question, not
+a document; the bound keeps one call's lexical work small)."""
 MAX_TAGS = 50
 TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
@@ -200,7 +203,7 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
         raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
     kind = row.get("kind", "note")
     if not isinstance(kind, str) or kind not in MEMORY_KINDS:
-        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
     created = row.get("created_at")
     try:
         created_at = parse_iso(created) if created is not None else None
@@ -280,10 +283,10 @@ def normalize_tags(tags: Iterable[str]) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for t in tags:
         if not isinstance(t, str):
-            raise InvalidInputError(f"tag {t!r} must be a string")
+            raise InvalidInputError(f"tag {secrets.shown(t)} must be a string")
         t = t.strip()
         if not TAG_PATTERN.fullmatch(t):
-            raise InvalidInputError(f"tag {t!r} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
+            raise InvalidInputError(f"tag {secrets.shown(t)} must match ^[a-zA-Z0-9][a-zA-Z0-9._:-]{{0,127}}$")
         out.setdefault(t, None)
     if len(out) > MAX_TAGS:
         raise InvalidInputError(f"{len(out)} tags; the limit is {MAX_TAGS}")
@@ -348,7 +351,25 @@ class Store:
         store = cls(root, clock=clock)
         if not store.paths.dir.is_dir():
             raise StoreNotFoundError(f"no {STORE_DIR}/ store in {store.root}; run `memofs init` there first")
+        store.refuse_links_out()
         return store
+
+    def refuse_links_out(self) -> None:
+        """Raise :class:`StoreError` when a store file or folder is a symbolic link leaving
+        ``.memofs/`` (as anchors leaving the project are refused): a cloned repository can
+        ship one, and following it would print a file from elsewhere (``context`` shows
+        core.md) or append to it (``remember``). Links inside ``.memofs/`` are followed.
+        One ``lstat`` per path; a link costs a ``realpath``."""
+        p = self.paths
+        base = os.path.realpath(p.dir)
+        for f in (p.core.parent, p.events.parent, p.graph, p.embeddings.parent, p.tmp, p.manifest, p.config, p.core,
+                  p.core.parent / "notes.md", p.memories, p.events, p.graph / "nodes.jsonl", p.graph / "edges.jsonl",
+                  p.embeddings, p.lock):
+            if os.path.islink(f):
+                target = os.path.realpath(f)
+                if os.path.commonpath([base, target]) != base:
+                    raise StoreError(f"{p.rel(f)} is a symbolic link leaving {STORE_DIR}/ (to {target}); "
+                                     "memofs does not follow it: replace it with the file itself")
 
     def _manifest_paths(self) -> dict[str, dict[str, str]]:
         p = self.paths
@@ -556,15 +577,15 @@ class Store:
     # -- writing -------------------------------------------------------------------
     def anchor(self, rel: str) -> Anchor:
         """An anchor on ``rel`` hashed now; the path is confined to the project root."""
-        full = confine(self.root, rel)
         try:
+            full = confine(self.root, rel)
             digest, _ = hash_regular(full)
         except (FileNotFoundError, NotADirectoryError):
-            raise AnchorPathError(f"anchor path is not an existing file: {rel!r}") from None
+            raise AnchorPathError(f"anchor path is not an existing file: {secrets.shown(rel)}") from None
         except safe_json.NotRegularFileError:
-            raise AnchorPathError(f"anchor path is not a regular file: {rel!r}") from None
+            raise AnchorPathError(f"anchor path is not a regular file: {secrets.shown(rel)}") from None
         except OSError as exc:
-            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {rel!r}") from None
+            raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {secrets.shown(rel)}") from None
         return Anchor(full.relative_to(self.root).as_posix(), digest)
 
     def remember(
@@ -593,6 +614,7 @@ class Store:
         kept in the memory's metadata and its line."""
         text = _check_text(text)
         extras = memory_extras(title=title, source=source, source_refs=source_refs, metadata=metadata)
+        check_storable_extras(extras)
         tags = normalize_tags(tags)
         supersedes, anchors = list(supersedes), list(anchors)
         for what, values in (("supersedes", supersedes), ("anchor", anchors)):
@@ -604,13 +626,13 @@ class Store:
         secrets.check(text, *tags, *supersedes, *anchors, namespace,
                       *(json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for v in extras.values()))
         if kind not in MEMORY_KINDS:
-            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+            raise InvalidInputError(f"kind must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
         if confidence is not None:
             if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
-                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {confidence!r}")
+                raise InvalidInputError(f"confidence must be a number in [0, 1]; got {secrets.shown(confidence)}")
             confidence = float(confidence)
         if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace) or ".." in namespace:
-            raise InvalidInputError(f"namespace {namespace!r} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
+            raise InvalidInputError(f"namespace {secrets.shown(namespace)} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
         sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
         anchored = tuple(self.anchor(a) for a in anchors)
         when = self._now(now)
@@ -794,7 +816,7 @@ class Store:
                 lines = self._ids_cursor.lines
             stamp = PrefixStamp.take(f, size, lines) if size else None
             stamps[name] = asdict(stamp) if stamp is not None else None
-        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n")
+        atomic_write_text(self._derived_path(), json.dumps(stamps) + "\n", cache=True)
         self._unsynced = 0
 
     def checkpoint_derived(self) -> None:

@@ -36,6 +36,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from memofs.files.records import MEMORY_KINDS
+from memofs.files.secrets import shown
 from memofs.signals import kernels
 
 TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
@@ -93,9 +94,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from memofs.signals.embeddings_file import EmbeddingsFileError
     from memofs.files.records import InvalidInputError
     from memofs.files.safe_json import JSONFileError
+    from memofs.ranking.learned import ModelFileError
     from memofs.store.project import StoreError
 
-    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)
+    return (CliError, InvalidInputError, StoreError, JSONFileError, EmbeddingsFileError, ModelFileError, OSError,
+            TimeoutError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -136,7 +139,7 @@ def env_flag(name: str) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise CliError(f"{name}={raw!r} is not a boolean; use 1/true/yes/on or 0/false/no/off")
+    raise CliError(f"{name}={shown(raw)} is not a boolean; use 1/true/yes/on or 0/false/no/off")
 
 
 def _read_stdin() -> str:
@@ -175,11 +178,15 @@ def _live(ctx: typer.Context):
 
 
 def _json_option(option: str, raw: str) -> Any:
-    """The JSON value of ``option``; one-line error naming the option when it is not JSON."""
+    """The JSON value of ``option``, read as the store reads its files (depth limit, an
+    integer over the digit limit refused); a one-line error naming the option, never echoing
+    the value (it may hold a secret)."""
+    from memofs.files.safe_json import JSONFileError, parse
+
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{option} is not JSON ({exc.msg} at character {exc.pos}): {raw!r}") from None
+        return parse(raw, option)
+    except JSONFileError as exc:
+        raise CliError(f"{option}: {exc.reason}") from None
 
 
 def _import_hint(store: Any, ids: Iterable[str]) -> list[str]:
@@ -192,9 +199,17 @@ def _import_hint(store: Any, ids: Iterable[str]) -> list[str]:
             "not imported; run `memofs import`"] if pending else []
 
 
+def _check_query(query: str) -> None:
+    """The MCP server's bound on a query (:data:`memofs.store.project.MAX_QUERY_CHARS`)."""
+    from memofs.store.project import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise CliError(f"--query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+
+
 def _task(task_type: Optional[str]) -> Optional[str]:
     if task_type is not None and task_type not in TASK_TYPES:
-        raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {task_type!r}")
+        raise CliError(f"--task-type must be one of {', '.join(TASK_TYPES)}; got {shown(task_type)}")
     return task_type
 
 
@@ -259,11 +274,11 @@ def remember(
         meta = _json_option("--metadata", metadata) if metadata is not None else None
         body = _read_stdin() if text == "-" else text
         if kind not in MEMORY_KINDS:
-            raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {kind!r}")
+            raise CliError(f"--kind must be one of {', '.join(MEMORY_KINDS)}; got {shown(kind)}")
         store = _store(ctx)
         # the model load costs seconds per command, so by default the CLI leaves embedding
         # to the next recall (which embeds what is missing and persists it)
-        embedder = _embedder() if os.environ.get("MEMOFS_EMBED_ON_WRITE", "0") == "1" else None
+        embedder = _embedder() if env_flag("MEMOFS_EMBED_ON_WRITE") else None
         m = store.remember(body, kind=kind, confidence=confidence, tags=tag, anchors=anchor,
                            supersedes=supersedes, actor=os.environ.get("USER") or None, embedder=embedder,
                            title=title, source=source, source_refs=refs or None, metadata=meta)
@@ -299,6 +314,7 @@ def recall(
         task = _task(task_type)
         if not query.strip():
             raise CliError("--query must not be empty")
+        _check_query(query)
         live = _live(ctx)
         state = live.state()
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
@@ -362,12 +378,12 @@ def context(
         from memofs.store.cursor import SECTIONS, FileContextCache
 
         if section is not None and section not in SECTIONS:
-            raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {section!r}")
+            raise CliError(f"--section must be one of {', '.join(SECTIONS)}; got {shown(section)}")
         if budget is not None and max_chars is not None and budget != max_chars:
             raise CliError("--budget and --max-chars are the same setting; give one")
         size = budget if budget is not None else max_chars
         if detail is not None and detail not in DETAILS:
-            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {detail!r}")
+            raise CliError(f"--detail must be one of {', '.join(DETAILS)}; got {shown(detail)}")
         # upstream's `context` is always the full briefing; --max-chars is its flag
         options = ContextOptions(detail=detail or ("full" if max_chars is not None else "compact"),
                                  include_core=include_core, include_notes=include_notes,
@@ -383,6 +399,7 @@ def context(
             query_ = q
             if not query_ or not query_.strip():
                 raise CliError("--query is required (or --expand CURSOR)")
+            _check_query(query_)
             from memofs.store.project import LiveStore
 
             live = LiveStore(store, embedder=_embedder())
@@ -528,6 +545,11 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     for f in check(store.orphan_temp_files, []):
         problems.append(f"orphan temp file {p.rel(f)} ({f.stat().st_size} bytes; a writer died before its rename); "
                         "run `memofs doctor --fix` to remove it")
+    if load_embedder:  # doctor runs what the commands run (memofs.store.health, shared with memofs://health)
+        from memofs.store.health import command_problems
+
+        # a failure status already reported (a malformed memories line) is not repeated as recall's
+        problems.extend(p_ for p_ in check(lambda: command_problems(store), []) if not any(p_.endswith(q) for q in problems))
     if load_embedder and report is not None:
         no_event, no_facts = check(lambda: store.missing_derived(memories), ([], []))
         if no_event:
@@ -595,7 +617,7 @@ def status(
 @app.command(epilog="Examples:\n\n  memofs doctor || echo 'store needs attention'\n\n  memofs doctor --fix")
 def doctor(
     ctx: typer.Context,
-    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl and remove orphan temp files."),
+    fix: bool = typer.Option(False, "--fix", help="First rebuild derived data (events, graph facts) from memories.jsonl, remove orphan temp files and damaged caches."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Like status, but loads the embedder to verify the tier and checks derived data
@@ -603,7 +625,12 @@ def doctor(
     as_json = as_json or ctx.obj.json
 
     def run() -> None:
-        fixed = _store(ctx).repair() if fix else []
+        fixed = []
+        if fix:
+            from memofs.store.health import repair_caches
+
+            store = _store(ctx)
+            fixed = repair_caches(store) + store.repair()
         info = _health(ctx, load_embedder=True)
         info["fixed"] = fixed
         if not as_json:

@@ -53,14 +53,14 @@ from memofs.files.records import (MAX_SOURCE_CHARS, MAX_SOURCE_REFS, MAX_TITLE_C
                                   upstream_note_metadata)
 from memofs.files.notes_md import Note, format_notes
 from memofs.store.consolidation import consolidate
+from memofs.store.health import command_problems
 from memofs.files.timestamps import iso, parse_iso
-from memofs.store.project import MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json
+from memofs.store.project import MAX_QUERY_CHARS, MAX_TAGS, MAX_TEXT_CHARS, LiveStore, Store, memory_to_json, read_jsonl
 
 log = logging.getLogger("memofs.mcp")
 
 SERVER_NAME = "memofs-mcp"
 SERVER_VERSION = "0.1.0"
-MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 100
 
 _TASK = {"type": "string", "enum": list(TASK_TYPES), "description": "Task type that biases the query rewrite."}
@@ -248,13 +248,14 @@ def classify(exc: Exception) -> ToolError:
     from memofs.signals.embeddings_file import EmbeddingsFileError
     from memofs.files.safe_json import JSONFileError
     from memofs.files.secrets import WriteBlockedError
+    from memofs.ranking.learned import ModelFileError
     from memofs.store.project import StoreError
 
     if isinstance(exc, WriteBlockedError):
         return ToolError(exc.code, 400, str(exc))
     if isinstance(exc, InvalidInputError):
         return _invalid(str(exc))
-    if isinstance(exc, (StoreError, JSONFileError, EmbeddingsFileError, OSError, TimeoutError)):
+    if isinstance(exc, (StoreError, JSONFileError, EmbeddingsFileError, ModelFileError, OSError, TimeoutError)):
         return ToolError("MEMOFS_STORE_ERROR", 500, str(exc))
     log.exception("internal error in a tool call")
     return ToolError("MEMOFS_INTERNAL_ERROR", 500,
@@ -369,13 +370,23 @@ class MemofsTools:
         if uri in ("memofs://graph/nodes", "memofs://graph/edges"):
             name = uri.rsplit("/", 1)[1]
             path = store.paths.graph / f"{name}.jsonl"
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] if path.is_file() else []
-            return json.dumps(rows, ensure_ascii=False, indent=1)
+            # the store's reader: regular files only, depth and UTF-8 checked, a torn tail skipped
+            rows, _ = read_jsonl(path)
+            return json.dumps([obj for _, obj in rows], ensure_ascii=False, indent=1)
+        if uri == "memofs://health":  # what `memofs doctor` runs (memofs.store.health)
+            problems = command_problems(store)
+            try:
+                state = self.live.state()
+            except Exception as exc:  # noqa: BLE001 - reported, as doctor reports it
+                problems.append(f"the server cannot load the store: {exc}")
+                warnings, count = [], 0
+            else:
+                warnings, count = state.warnings, len(state.memories)
+            return json.dumps({"ok": not problems and not warnings, "healthy": not problems, "memories": count,
+                               "warnings": warnings, "problems": problems}, indent=1)
         state = self.live.state()
         if uri == "memofs://memory/notes":
             return format_notes([_note(m) for m in state.memories])
-        if uri == "memofs://health":
-            return json.dumps({"ok": not state.warnings, "memories": len(state.memories), "warnings": state.warnings}, indent=1)
         return briefing_for(self.live, self.cache, query="current task", now=self.now()).text
 
     def prompt(self, name: str, args: dict[str, str] | None) -> tuple[str, str]:
