@@ -31,6 +31,7 @@ from memofs_datasets.protocols import PROTOCOLS  # noqa: E402
 from memofs_eval import attribution as A  # noqa: E402
 from memofs_eval import measures as MS  # noqa: E402
 from memofs_eval.experiment import DatasetResult, Experiment, results_table  # noqa: E402
+from memofs_eval._env import REPO  # noqa: E402
 from memofs_eval.embed import embed_device  # noqa: E402
 from memofs_eval.provenance import MODEL_FILES, stamp  # noqa: E402
 
@@ -398,8 +399,6 @@ def render_html(blocks, title: str) -> str:
 
 def write_report(exp: Experiment, out: Path, *, run_id: str, gate: dict | None = None, latest: Path | None = None) -> Path:
     """Write every report file into ``out`` (replaced if present), then copy it to ``latest``."""
-    from memofs_eval._env import REPO
-
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

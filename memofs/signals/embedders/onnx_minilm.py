@@ -175,9 +175,9 @@ def export_onnx(source: Path, target: Path) -> None:
             return self.model(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
 
-    from memofs.signals.embedders.local import _quiet_loading
+    from memofs.signals.embedders.local import quiet_loading
 
-    with _quiet_loading():
+    with quiet_loading():
         model = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
     example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in _INPUTS)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
