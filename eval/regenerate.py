@@ -118,13 +118,24 @@ def figure_changes(name: str, old: bytes, new: bytes) -> list[str]:
     """Each figure that differs between two versions of one figures file (CSV or JSON)."""
     if name.endswith(".csv"):
         a, b = pd.read_csv(io.BytesIO(old)), pd.read_csv(io.BytesIO(new))
-        if list(a.columns) != list(b.columns) or len(a) != len(b):
-            return [f"{name}: shape {a.shape} -> {b.shape} or columns differ"]
-        out = []
-        for col in a.columns:
-            for i, (x, y) in enumerate(zip(a[col].tolist(), b[col].tolist(), strict=True)):
+        out = [f"{name}: column {c} {'added' if c in b else 'removed'}" for c in sorted(set(a.columns) ^ set(b.columns))]
+        common = [c for c in a.columns if c in b.columns]
+        # rows are matched by their text columns (method, dataset, query ...); a figure is a number
+        keys = [c for c in common if not (pd.api.types.is_numeric_dtype(a[c]) and pd.api.types.is_numeric_dtype(b[c]))]
+        a, b = a.astype({k: str for k in keys}), b.astype({k: str for k in keys})  # one dtype per key column
+        if not keys or a.duplicated(keys).any() or b.duplicated(keys).any():
+            if len(a) != len(b):
+                return out + [f"{name}: {len(a)} rows -> {len(b)} rows"]
+            a, b, keys = a.assign(_row=range(len(a))), b.assign(_row=range(len(b))), ["_row"]
+        m = a[common + [k for k in keys if k not in common]].merge(
+            b[common + [k for k in keys if k not in common]], on=keys, how="outer", suffixes=("_old", "_new"), indicator=True)
+        out += [f"{name}: row {dict(zip(keys, r))} {'added' if side == 'right_only' else 'removed'}"
+                for *r, side in m.loc[m["_merge"] != "both", keys + ["_merge"]].itertuples(index=False)]
+        both = m[m["_merge"] == "both"]
+        for col in (c for c in common if c not in keys):
+            for r, x, y in zip(both[keys].itertuples(index=False), both[f"{col}_old"], both[f"{col}_new"], strict=True):
                 if not _same(x, y):
-                    out.append(f"{name}: row {i} {col}: {x} -> {y}")
+                    out.append(f"{name}: {dict(zip(keys, r))} {col}: {x} -> {y}")
         return out
     la, lb = _leaves(json.loads(old)), _leaves(json.loads(new))
     out = [f"{name}: {k}: {la.get(k)} -> {lb.get(k)}" for k in sorted(set(la) | set(lb)) if not _same(la.get(k), lb.get(k))]

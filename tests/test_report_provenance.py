@@ -121,7 +121,12 @@ def test_markdown_stamp_round_trips(tmp_path: Path) -> None:
 def test_figure_changes_compare_figure_by_figure() -> None:
     old = b"method,ndcg\na,0.5\nb,0.25\n"
     assert figure_changes("r.csv", old, old) == []
-    assert figure_changes("r.csv", old, b"method,ndcg\na,0.5\nb,0.3\n") == ["r.csv: row 1 ndcg: 0.25 -> 0.3"]
+    assert figure_changes("r.csv", old, b"method,ndcg\na,0.5\nb,0.3\n") == ["r.csv: {'method': 'b'} ndcg: 0.25 -> 0.3"]
+    # rows matched by their text columns: a new column or row is named, the figures still compared
+    assert figure_changes("r.csv", old, b"method,ndcg,protocol\nb,0.25,x\na,0.5,x\nc,0.1,x\n") == [
+        "r.csv: column protocol added", "r.csv: row {'method': 'c'} added"]
+    assert figure_changes("r.csv", old, b"method,ndcg,protocol\na,0.5,x\nb,0.2,x\n") == [
+        "r.csv: column protocol added", "r.csv: {'method': 'b'} ndcg: 0.25 -> 0.2"]
     a = json.dumps({"git_commit": "x", "code_hash": "1", "cv": {"locomo": [0.1, 0.2]}, "timings": {"s": 1}}).encode()
     b = json.dumps({"git_commit": "y", "code_hash": "2", "cv": {"locomo": [0.1, 0.2]}, "timings": {"s": 9}}).encode()
     assert figure_changes("s.json", a, b) == []
