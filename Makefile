@@ -62,7 +62,7 @@ eval-longmemeval: install
 	$(PY) -m memofs_eval.cli run eval/specs/longmemeval.toml --dataset "$(LONGMEMEVAL)" --loader longmemeval --quiet --out reports/longmemeval --no-gate
 
 notebooks: install
-	$(PY) -m memofs_eval.notebooks
+	$(PY) -m memofs_eval.reporting.notebooks
 
 bench-lexical: install
 	$(PY) -m memofs_eval.bench.lexical

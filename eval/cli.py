@@ -24,8 +24,8 @@ from pathlib import Path
 
 import memofs_eval._env  # noqa: F401  (environment before anything imports ranx)
 from memofs_eval._env import REPO
-from memofs_eval.executor import EXECUTORS
-from memofs_eval.spec import DatasetRef, Spec, load_spec
+from memofs_eval.execution.executor import EXECUTORS
+from memofs_eval.inputs.spec import DatasetRef, Spec, load_spec
 
 BASELINE = REPO / "reports" / "baseline.json"
 
@@ -33,7 +33,7 @@ BASELINE = REPO / "reports" / "baseline.json"
 def _with_datasets(spec: Spec, paths: list[str], loader: str | None) -> Spec:
     """Replace the spec's datasets by command-line paths (loader: flag, the spec's single
     entry, or detected from the path)."""
-    from memofs_eval.data import detect_loader
+    from memofs_eval.inputs.data import detect_loader
 
     paths = [p for p in paths if p.strip()]  # `make eval-locomo` without LOCOMO passes ""
     if not paths:
@@ -70,9 +70,9 @@ def headline_of(exp) -> dict[str, dict[str, float]]:
 
 
 def check_gate(exp, baseline_path: Path, allow_missing: bool = False) -> dict:
-    """Compare the default pipeline with the committed baseline (:mod:`memofs_eval.gate`): a
+    """Compare the default pipeline with the committed baseline (:mod:`memofs_eval.scoring.gate`): a
     missing file or dataset fails unless ``allow_missing``; a stale baseline always fails."""
-    from memofs_eval.gate import metric_verdict
+    from memofs_eval.scoring.gate import metric_verdict
 
     try:
         shown = baseline_path.relative_to(REPO).as_posix()
@@ -115,14 +115,14 @@ def _with_executor(spec: Spec, args) -> Spec:
 
 
 def _experiment(args):
-    from memofs_eval.experiment import run_experiment
+    from memofs_eval.experiments.experiment import run_experiment
 
     spec = _with_executor(_with_datasets(load_spec(args.spec), args.dataset or [], args.loader), args)
     return run_experiment(spec, progress=not args.quiet, cache_root=Path(args.cache) if args.cache else None)
 
 
 def cmd_run(args) -> int:
-    from memofs_eval.report import write_report
+    from memofs_eval.reporting.report import write_report
 
     exp = _experiment(args)
     gate = None if args.no_gate else check_gate(exp, Path(args.baseline), args.allow_missing_baseline)
@@ -135,13 +135,13 @@ def cmd_run(args) -> int:
 
 def cmd_tune(args) -> int:
     if args.learned:  # the learned fusion: grouped CV on LoCoMo and agent-memory, its own report
-        from memofs_eval import learned
+        from memofs_eval.studies import learned
 
         reports = Path(args.out) if args.out else REPO / "reports"
         return learned.main(["--out", str(reports / "learned")])
     if args.spec is None:
         raise SystemExit("tune needs a SPEC (or --learned)")
-    from memofs_eval.report import write_report
+    from memofs_eval.reporting.report import write_report
 
     spec = load_spec(args.spec)
     if spec.tune is None or not spec.tune.grid:
@@ -163,13 +163,13 @@ def cmd_tune(args) -> int:
 
 def cmd_baseline(args) -> int:
     """Only the default pipeline is needed: ablations, baselines and tuning are dropped."""
-    from memofs_eval.experiment import run_experiment
+    from memofs_eval.experiments.experiment import run_experiment
 
     spec = _with_executor(_with_datasets(load_spec(args.spec), args.dataset or [], args.loader), args)
     spec = dataclasses.replace(spec, toggles=(), sweeps={}, grids=(), embedders=(), baselines=(), tune=None)
     exp = run_experiment(spec, progress=not args.quiet, cache_root=Path(args.cache) if args.cache else None)
     heads = headline_of(exp)
-    for dr in exp.datasets:  # per-query values: the gate's verdict is paired (memofs_eval.gate)
+    for dr in exp.datasets:  # per-query values: the gate's verdict is paired (memofs_eval.scoring.gate)
         pq = dr.per_query["default"].loc[dr.data.subsets()[dr.data.headline_subset]]
         heads[dr.data.name]["per_query"] = {m: {q: round(float(x), 6) for q, x in pq[m].items()} for m in exp.spec.headline}
     data = {"spec": str(Path(args.spec)), "metrics": list(exp.spec.headline), "datasets": heads,
@@ -204,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("spec", nargs="?" if name == "tune" else None, help="TOML experiment spec (e.g. eval/specs/default.toml)")
         if name == "tune":
-            s.add_argument("--learned", action="store_true", help="train and cross-validate the learned fusion instead (python -m memofs_eval.learned)")
+            s.add_argument("--learned", action="store_true", help="train and cross-validate the learned fusion instead (python -m memofs_eval.studies.learned)")
         s.add_argument("--dataset", action="append", help="dataset path replacing the spec's datasets (repeatable)")
         s.add_argument("--loader", choices=("memofs", "locomo", "longmemeval", "beir", "trec"), help="loader for --dataset paths")
         s.add_argument("--quiet", action="store_true", help="no progress bars (CI)")

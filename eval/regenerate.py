@@ -3,8 +3,8 @@
     python -m memofs_eval.regenerate [--dry-run] [--all] [--only PATH ...] [--compare]
 
 :data:`REPORTS` lists every committed report: the file that records its stamp
-(:mod:`memofs_eval.provenance`), the command that regenerates it, and the files holding its
-figures. A report is stale when :func:`memofs_eval.provenance.stale` gives a reason; timing
+(:mod:`memofs_eval.provenance.stamp`), the command that regenerates it, and the files holding its
+figures. A report is stale when :func:`memofs_eval.provenance.stamp.stale` gives a reason; timing
 reports (``timing=True``) record their commit but are never stale by a hash, since a rerun
 measures the machine as much as the code: they regenerate only with ``--all`` or ``--only``.
 Reports run in the listed order (the learned study writes model files that the others read).
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from memofs_eval._env import REPO
-from memofs_eval.provenance import recorded, stale
+from memofs_eval.provenance.stamp import recorded, stale
 
 SHARED = REPO.parent / "shared" / "datasets"
 PY = sys.executable
@@ -66,9 +66,9 @@ _LME = "../shared/datasets/longmemeval-dev/longmemeval_dev.json"
 _RUN_FIGURES = ("results.csv", "confidence_intervals.csv", "significance.csv", "attribution.csv", "briefing_curve.csv")
 
 REPORTS: tuple[Committed, ...] = (
-    Committed("reports/learned/summary.json", (PY, "-m", "memofs_eval.learned"),
+    Committed("reports/learned/summary.json", (PY, "-m", "memofs_eval.studies.learned"),
               ("reports/learned/summary.json", "reports/learned/results.csv"), needs=(_LOCOMO,)),
-    Committed("reports/learned/lodo/summary.json", (PY, "-m", "memofs_eval.learned_transfer"),
+    Committed("reports/learned/lodo/summary.json", (PY, "-m", "memofs_eval.studies.learned_transfer"),
               ("reports/learned/lodo/summary.json",), needs=(_LOCOMO, _LME)),
     Committed("reports/latest/manifest.json", ("make", "eval"), tuple(f"reports/latest/{f}" for f in _RUN_FIGURES)),
     Committed("reports/locomo/latest/manifest.json", ("make", "eval-locomo", f"LOCOMO={_LOCOMO}"),
@@ -76,17 +76,17 @@ REPORTS: tuple[Committed, ...] = (
     Committed("reports/longmemeval/latest/manifest.json", ("make", "eval-longmemeval", f"LONGMEMEVAL={_LME}"),
               tuple(f"reports/longmemeval/latest/{f}" for f in _RUN_FIGURES), needs=(_LME,)),
     Committed("reports/supersession/supersession.md",
-              (PY, "-m", "memofs_eval.supersession_sweep", "--out", "reports/supersession",
+              (PY, "-m", "memofs_eval.studies.supersession_sweep", "--out", "reports/supersession",
                "--count", f"locomo={_LOCOMO}:locomo", "--count", f"longmemeval-dev={_LME}:longmemeval"),
               ("reports/supersession/supersession.csv",), needs=(_LOCOMO, _LME)),
-    Committed("reports/systems/report.md", (PY, "-m", "memofs_eval.systems", "eval/specs/systems.toml"),
+    Committed("reports/systems/report.md", (PY, "-m", "memofs_eval.studies.systems", "eval/specs/systems.toml"),
               ("reports/systems/results.csv", "reports/systems/significance.csv")),
     Committed("reports/performance.md", ("make", "bench"), timing=True),
     Committed("reports/bench-lexical.md", ("make", "bench-lexical"), timing=True),
     Committed("reports/bench-vector.md", ("make", "bench-vector"), timing=True),
 )
 README_WRITERS: tuple[tuple[str, ...], ...] = (
-    (PY, "-m", "memofs_eval.readme_tables"), (PY, "-m", "memofs_eval.bench.readme"), (PY, "-m", "memofs_eval.readme_tour"))
+    (PY, "-m", "memofs_eval.reporting.readme_tables"), (PY, "-m", "memofs_eval.reporting.readme_blocks"), (PY, "-m", "memofs_eval.reporting.readme_tour"))
 
 # fields that describe a run rather than its figures
 _NOT_FIGURES = frozenset({"git_commit", "code_hash", "code_entries", "code_inputs", "code_files", "run_id", "timings",

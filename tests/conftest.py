@@ -18,6 +18,30 @@ sys.path.insert(0, str(Path(__file__).parent))
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``$MEMOFS_ONLY_TESTS`` names a file of test ids (one per line, as ``$MEMOFS_SHARED_AUDIT``
+    logs them): only those run. CI's standalone pass uses it; an id that no longer exists
+    is an error, never a silent pass."""
+    only = os.environ.get("MEMOFS_ONLY_TESTS")
+    if not only:
+        return
+    wanted = {line.strip() for line in Path(only).read_text(encoding="utf-8").splitlines() if line.strip()}
+    missing = wanted - {item.nodeid for item in items}
+    if missing:
+        raise pytest.UsageError(f"{only}: {len(missing)} test id(s) not collected, e.g. {sorted(missing)[0]}")
+    keep = [item for item in items if item.nodeid in wanted]
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+    items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _name_the_running_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$MEMOFS_TEST_NODEID`` for this test and its subprocesses: with ``$MEMOFS_SHARED_AUDIT``
+    set, every use of shared data is logged against the test that made it
+    (:mod:`memofs_datasets.shared`), and CI's standalone pass re-runs those tests."""
+    monkeypatch.setenv("MEMOFS_TEST_NODEID", request.node.nodeid)
+
+
 @pytest.fixture(scope="session")
 def real_sentences() -> list[str]:
     """Several hundred real English sentences the project owns: the bundled datasets' memory

@@ -15,7 +15,7 @@ from memofs.ranking.config import RecallConfig
 from memofs.ranking.fusion import fuse
 from memofs.ranking.recall import explain_row
 from memofs.signals.frame import SignalFrame, kind_code
-from memofs_eval import attribution as A
+from memofs_eval.scoring import attribution as A
 
 NAN = float("nan")
 

@@ -1,6 +1,6 @@
 """Benchmarks run end to end at tiny sizes (timings are not asserted)."""
 
-from memofs_eval.provenance import recorded, stale
+from memofs_eval.provenance.stamp import recorded, stale
 
 
 def test_vector_bench_quick(tmp_path):
@@ -121,7 +121,7 @@ def test_staged_replay_matches_recall(tmp_path):
 
 def test_readme_block_and_markers(tmp_path):
     """The README block is the headline table of performance.md; markers are checked."""
-    from memofs_eval.bench.readme import MarkerError, main, readme_block, update
+    from memofs_eval.reporting.readme_blocks import MarkerError, main, readme_block, update
 
     perf = ("# Performance\n\nRun: 2026-01-01 00:00 UTC, default sizes\n\n<!-- headline:start -->\n"
             "| measure | memofs |\n|---|---:|\n| recall | 1 ms |\n<!-- headline:end -->\n")
@@ -151,7 +151,7 @@ def test_readme_block_and_markers(tmp_path):
 def test_report_growth_and_figures(tmp_path):
     """The report flags a hand-made quadratic cost, draws PNGs and carries the headline markers."""
     from memofs_eval.bench.all import report
-    from memofs_eval.bench.readme import readme_block
+    from memofs_eval.reporting.readme_blocks import readme_block
     from memofs_eval.bench.recall import Section, Series
 
     sizes = [1000, 10000, 100000]

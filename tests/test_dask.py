@@ -22,9 +22,9 @@ import cloudpickle  # noqa: E402
 from dask.distributed import Client, LocalCluster, WorkerPlugin  # noqa: E402
 
 from memofs_eval.cli import main as cli_main  # noqa: E402
-from memofs_eval.experiment import run_experiment  # noqa: E402
-from memofs_eval.report import write_report  # noqa: E402
-from memofs_eval.spec import load_spec  # noqa: E402
+from memofs_eval.experiments.experiment import run_experiment  # noqa: E402
+from memofs_eval.reporting.report import write_report  # noqa: E402
+from memofs_eval.inputs.spec import load_spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "eval" / "specs" / "quick.toml"
@@ -147,7 +147,7 @@ def test_default_path_never_imports_dask(tmp_path):
 
 
 def test_spec_and_cli_name_the_executor(tmp_path, capsys):
-    from memofs_eval.spec import SpecError
+    from memofs_eval.inputs.spec import SpecError
 
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\nexecutor = "spark"\n[[datasets]]\nname = "tiny"\n', encoding="utf-8")

@@ -7,7 +7,7 @@ import pytest
 from memofs_datasets import shared
 from memofs_datasets.texts import bundled_texts
 from memofs_eval.bench import corpus as bench_corpus
-from memofs_eval.folds import group_folds, split_folds
+from memofs_eval.inputs.folds import group_folds, split_folds
 
 
 def test_corpus_of_nothing_is_an_error_not_a_hang(monkeypatch) -> None:
@@ -38,7 +38,7 @@ def test_folds_of_nothing_are_errors() -> None:
 def test_learned_folds_of_one_group_are_an_error() -> None:
     from types import SimpleNamespace
 
-    from memofs_eval.learned_study import folds
+    from memofs_eval.studies.learned_study import folds
 
     bench = SimpleNamespace(qids=["a", "b"], group={"a": "g", "b": "g"}, split={"a": "tune", "b": "heldout"})
     with pytest.raises(ValueError, match="2 queries in 1 group"):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memofs_eval import measures as MS
+from memofs_eval.scoring import measures as MS
 
 
 def _facts(qrels: dict[str, int], session: dict[str, str] | None = None) -> MS.QueryFacts:

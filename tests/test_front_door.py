@@ -26,7 +26,7 @@ def test_front_door_names_the_deep_classes_and_loads_lazily() -> None:
 
 def test_every_use_field_is_a_toggle_that_switches_only_itself() -> None:
     """README "Adding an ablation": a ``use_<name>`` field is the whole recipe for toggle ``<name>``."""
-    from memofs_eval.spec import TOGGLES
+    from memofs_eval.inputs.spec import TOGGLES
 
     use_fields = {f.name for f in fields(RecallConfig) if f.name.startswith("use_")}
     assert set(TOGGLES.values()) == use_fields and all(TOGGLES[n] == f"use_{n}" for n in TOGGLES)

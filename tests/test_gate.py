@@ -1,4 +1,4 @@
-"""The CI gate (memofs_eval.gate, cli.check_gate): missing and stale baselines fail, the verdict
+"""The CI gate (memofs_eval.scoring.gate, cli.check_gate): missing and stale baselines fail, the verdict
 on a drop is a one-sided paired test, and the minimum detectable effect is printed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from scipy import stats as sps
 
 from memofs_eval import cli
-from memofs_eval.gate import metric_verdict, mde
+from memofs_eval.scoring.gate import metric_verdict, mde
 
 
 def _exp(values: list[float], content_hash: str = "h1"):

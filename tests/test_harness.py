@@ -16,15 +16,15 @@ import memofs_eval._env  # noqa: F401
 from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.recall import Recaller
 from memofs_eval import cli
-from memofs_eval.baselines import bm25_scores
-from memofs_eval.data import EvalData, load
-from memofs_eval.embed import make_embedder
+from memofs_eval.runs.baselines import bm25_scores
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.runs.embed import make_embedder
 from memofs.ranking.fusion import fuse
-from memofs_eval.runner import fused_run, fused_scores, run_all
-from memofs_eval.signals_cache import SignalCache
-from memofs_eval.spec import TOGGLES, SpecError, load_spec
-from memofs_eval.folds import group_folds
-from memofs_eval.tune import select
+from memofs_eval.runs.runner import fused_run, fused_scores, run_all
+from memofs_eval.runs.signals_cache import SignalCache
+from memofs_eval.inputs.spec import TOGGLES, SpecError, load_spec
+from memofs_eval.inputs.folds import group_folds
+from memofs_eval.runs.tune import select
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "eval" / "specs" / "quick.toml"

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from memofs_datasets.locomo import evidence_ids
-from memofs_eval.experiment import results_table, run_experiment
-from memofs_eval.spec import load_spec
+from memofs_eval.experiments.experiment import results_table, run_experiment
+from memofs_eval.inputs.spec import load_spec
 
 SEEDS = (0, 2)  # between them, every tie of the fixtures is reversed by one renaming
 

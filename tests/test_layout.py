@@ -1,4 +1,4 @@
-"""Imports go one way: down the pipeline inside ``memofs``, and harness -> pipeline.
+"""Imports go one way: down the stages inside each package, and harness -> datasets -> pipeline.
 
 Every import in every module counts, function-level ones included (a late import still ties
 two modules together). ``from pkg import name`` counts as an import of ``pkg.name`` when that
@@ -12,16 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from memofs_eval.code_closure import imports  # the same import graph provenance follows
+from memofs_eval.provenance.code_closure import imports  # the same import graph provenance follows
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"memofs": ROOT / "memofs", "memofs_eval": ROOT / "eval", "memofs_datasets": ROOT / "datasets"}
-# memofs' folders, bottom first: a module may import its own folder and the ones before it
-STAGES = ("text", "files", "signals", "graph", "ranking", "store", "surfaces")
-# top-level modules outside the stages: the package itself and its ``python -m`` entry point
-ENTRY_POINTS = {"memofs", "memofs.__main__"}
+# each package's stages, bottom first: a module may import its own stage and the ones before it.
+# memofs and the harness stage by folder; datasets (a flat package beside its data folders) by module.
+STAGES: dict[str, tuple[str, ...]] = {
+    "memofs": ("text", "files", "signals", "graph", "ranking", "store", "surfaces"),
+    "memofs_datasets": ("format", "protocols", "texts", "shared", "beir", "locomo", "longmemeval", "trec"),
+    "memofs_eval": ("provenance", "execution", "inputs", "runs", "scoring", "experiments", "reporting", "studies",
+                    "bench"),
+}
+# top-level modules outside the stages: each package itself and its entry points (they may import
+# any stage); ``memofs_eval._env`` (process set-up, importing nothing of the project) sits below all
+ENTRY_POINTS = {"memofs", "memofs.__main__", "memofs_datasets", "memofs_eval", "memofs_eval.cli",
+                "memofs_eval.regenerate"}
+BELOW_ALL = {"memofs_eval._env"}
 # the package root imports only what must run before numpy loads (OpenBLAS reads it once)
 ROOT_SETUP = {"memofs.signals.numpy_environment"}
+# data folders of datasets/ (a bundled project tree with its own Python files), not modules
+DATA_FOLDERS = ("memofs_datasets.agent-memory", "memofs_datasets.tiny")
 # packages, bottom first: the harness may use datasets and the pipeline, never the reverse
 PACKAGE_ORDER = ("memofs", "memofs_datasets", "memofs_eval")
 
@@ -32,7 +43,9 @@ def modules(packages: dict[str, Path]) -> dict[str, Path]:
         for path in folder.rglob("*.py"):
             rel = path.relative_to(folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
-            out[".".join([name, *parts])] = path
+            module = ".".join([name, *parts])
+            if not module.startswith(DATA_FOLDERS):
+                out[module] = path
     return out
 
 
@@ -44,21 +57,35 @@ def graph(packages: dict[str, Path]) -> dict[str, set[str]]:
 
 def stage(module: str) -> int | None:
     parts = module.split(".")
-    if parts[0] != "memofs" or len(parts) < 2 or parts[1] not in STAGES:
+    stages = STAGES.get(parts[0], ())
+    if len(parts) < 2 or parts[1] not in stages:
         return None
-    return STAGES.index(parts[1])
+    return stages.index(parts[1])
+
+
+def _allowed_within(src: str, dst: str) -> bool:
+    """An import inside one package: down (or across) its stages, or one of the fixed exceptions."""
+    if src in ENTRY_POINTS or dst in BELOW_ALL:
+        return True
+    if src == "memofs" and dst in ROOT_SETUP:
+        return True
+    si, sj = stage(src), stage(dst)
+    return si is not None and sj is not None and sj <= si
 
 
 def upward(g: dict[str, set[str]]) -> list[str]:
     bad = []
     for src, dsts in sorted(g.items()):
         for dst in sorted(dsts):
-            pi, pj = PACKAGE_ORDER.index(src.split(".")[0]), PACKAGE_ORDER.index(dst.split(".")[0])
-            si, sj = stage(src), stage(dst)
+            top_src, top_dst = src.split(".")[0], dst.split(".")[0]
+            pi, pj = PACKAGE_ORDER.index(top_src), PACKAGE_ORDER.index(top_dst)
             if pj > pi:
-                bad.append(f"{src} -> {dst} (package {dst.split('.')[0]} is above {src.split('.')[0]})")
-            elif pi == pj == 0 and src != "memofs.__main__" and dst != "memofs" and not (src == "memofs" and dst in ROOT_SETUP) and (si is None or sj is None or sj > si):
-                bad.append(f"{src} -> {dst} (stage {STAGES[sj] if sj is not None else '?'} is above {STAGES[si] if si is not None else 'the top level'})")
+                bad.append(f"{src} -> {dst} (package {top_dst} is above {top_src})")
+            elif pi == pj and not _allowed_within(src, dst):
+                stages = STAGES[top_src]
+                si, sj = stage(src), stage(dst)
+                bad.append(f"{src} -> {dst} (stage {stages[sj] if sj is not None else '?'} is above "
+                           f"{stages[si] if si is not None else 'the top level'})")
     return bad
 
 
@@ -97,9 +124,14 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_every_module_lives_in_a_stage_folder() -> None:
-    loose = [m for m in modules({"memofs": PACKAGES["memofs"]}) if m not in ENTRY_POINTS and stage(m) is None]
+def test_every_module_lives_in_a_stage() -> None:
+    loose = [m for m in modules(PACKAGES) if m not in ENTRY_POINTS | BELOW_ALL and stage(m) is None]
     assert loose == []
+
+
+def test_below_all_modules_import_nothing_of_the_project() -> None:
+    g = graph(PACKAGES)
+    assert {m: sorted(g[m]) for m in BELOW_ALL if g[m]} == {}
 
 
 def test_imports_go_down_the_pipeline() -> None:

@@ -290,8 +290,8 @@ def test_learned_fuse_uses_the_formula_pools(seed):
 
 
 def test_cv_folds_are_grouped():
-    from memofs_eval.folds import check_grouped
-    from memofs_eval.learned_study import Bench, folds
+    from memofs_eval.inputs.folds import check_grouped
+    from memofs_eval.studies.learned_study import Bench, folds
 
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(30)]
@@ -316,7 +316,7 @@ def test_cv_folds_are_grouped():
 
 def test_pairwise_training_recovers_a_planted_ranker():
     """Relevance planted as 'highest cosine_norm wins': the model must rank by it."""
-    from memofs_eval.learned_study import Block, train
+    from memofs_eval.studies.learned_study import Block, train
 
     rng = np.random.default_rng(5)
     blocks = []
@@ -335,8 +335,8 @@ def test_tiny_end_to_end(tmp_path):
     """Lexical-only frames of datasets/tiny: train on tune, recall heldout online."""
     from memofs.ranking.recall import Recaller
     from memofs_datasets.format import load_dataset
-    from memofs_eval.learned_study import Bench, blocks, dataset_ref, frames_for, train
-    from memofs_eval.data import EvalData
+    from memofs_eval.studies.learned_study import Bench, blocks, dataset_ref, frames_for, train
+    from memofs_eval.inputs.data import EvalData
 
     ds = load_dataset(REPO / "datasets" / "tiny")
     data = EvalData(dataset_ref("tiny"), ds)

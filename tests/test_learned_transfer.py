@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _blocks(rng: np.random.Generator, n_queries: int = 12, n: int = 30):
     """Synthetic candidates whose relevance is ``lexical_norm > 0.8`` (a known ground truth)."""
-    from memofs_eval.learned_study import Block
+    from memofs_eval.studies.learned_study import Block
 
     out = []
     for i in range(n_queries):
@@ -64,7 +64,7 @@ def test_new_features_by_hand():
 
 
 def test_lambdamart_file_round_trip_and_errors(tmp_path):
-    from memofs_eval.learned_lodo import train_lambdamart
+    from memofs_eval.studies.learned_lodo import train_lambdamart
 
     rng = np.random.default_rng(0)
     bl = _blocks(rng)
@@ -146,8 +146,8 @@ def test_profiles():
 def test_study_scorer_is_the_online_path(tmp_path):
     """The study scores cached feature blocks; it must rank exactly as fuse_learned does, and
     the on-disk cache must give back the same blocks."""
-    from memofs_eval import learned_lodo as LD
-    from memofs_eval import learned_study as S
+    from memofs_eval.studies import learned_lodo as LD
+    from memofs_eval.studies import learned_study as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
@@ -168,8 +168,8 @@ def test_study_scorer_is_the_online_path(tmp_path):
 def test_shipped_v3_model_reproduces_its_recorded_figure(path):
     """Each -v3 file loads in the online path and gives, on its recorded subset, the nDCG@10
     the study recorded (through fuse_learned, not the study's scorer)."""
-    from memofs_eval import learned_study as S
-    from memofs_eval.metrics import per_query
+    from memofs_eval.studies import learned_study as S
+    from memofs_eval.scoring.metrics import per_query
 
     model = load_model(path)
     check = model.cv.get("check") or {}
@@ -199,7 +199,7 @@ def test_status_names_the_active_profile(tmp_path):
 
 
 def test_readme_lodo_table_reads_the_summary(tmp_path):
-    from memofs_eval.readme_tables import lodo_table
+    from memofs_eval.reporting.readme_tables import lodo_table
 
     assert "learned_transfer" in lodo_table(tmp_path)
     d = tmp_path / "reports" / "learned" / "lodo"
@@ -216,7 +216,7 @@ def test_readme_lodo_table_reads_the_summary(tmp_path):
 def test_selection_is_maximin_over_inner_folds(monkeypatch):
     """The nested rule picks the best worst inner fold (not the best mean), ties by the mean
     and then by the space's order; hand-made fold scores."""
-    from memofs_eval import learned_lodo as LD
+    from memofs_eval.studies import learned_lodo as LD
 
     space = [LD.Candidate("raw", "portable", "lambdamart"), LD.Candidate("raw", "portable", "pairwise-logistic"),
              LD.Candidate("raw", "all", "pairwise-logistic"), LD.Candidate("raw", "all", "lambdamart")]
@@ -233,8 +233,8 @@ def test_selection_is_maximin_over_inner_folds(monkeypatch):
 def test_nested_grouped_cv_selects_on_training_queries_only(tmp_path, monkeypatch):
     """Each outer fold's pick is made on its own training queries: no query of the fold it is
     scored on is ranked before that fold's final run, and the final run uses the pick."""
-    from memofs_eval import learned_lodo as LD
-    from memofs_eval import learned_study as S
+    from memofs_eval.studies import learned_lodo as LD
+    from memofs_eval.studies import learned_study as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
@@ -258,7 +258,7 @@ def test_nested_grouped_cv_selects_on_training_queries_only(tmp_path, monkeypatc
 
 
 def group_folds_of(qids, bench):
-    from memofs_eval.folds import group_folds
+    from memofs_eval.inputs.folds import group_folds
 
     return group_folds(list(qids), bench.group, 3, 42)
 
@@ -268,7 +268,7 @@ def test_select_within_takes_the_best_inner_mean(monkeypatch):
     order); hand-made fold scores."""
     import pandas as pd
 
-    from memofs_eval import learned_lodo as LD
+    from memofs_eval.studies import learned_lodo as LD
 
     space = [LD.Candidate("raw", "portable", "lambdamart"), LD.Candidate("raw", "ranks", "pairwise-logistic"),
              LD.Candidate("raw", "all", "pairwise-logistic")]
@@ -296,8 +296,8 @@ def test_pool_oracle_is_the_ideal_order_of_the_pool(tmp_path):
     memory, and never below any model's run on the same pools."""
     import math
 
-    from memofs_eval import learned_lodo as LD
-    from memofs_eval import learned_study as S
+    from memofs_eval.studies import learned_lodo as LD
+    from memofs_eval.studies import learned_study as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
@@ -320,8 +320,8 @@ def test_why_names_the_deciding_fold_and_the_ceiling():
     in-distribution row gives the pool ceiling and both shares of it; a met row says nothing."""
     import pandas as pd
 
-    from memofs_eval import learned_lodo as LD
-    from memofs_eval import learned_transfer as T
+    from memofs_eval.studies import learned_lodo as LD
+    from memofs_eval.studies import learned_transfer as T
 
     a, b = LD.Candidate("raw", "peers", "pairwise-logistic"), LD.Candidate("raw", "all", "lambdamart")
     h = T.Held("x", ["q1", "q2"], training=["y", "z"], selected=a, oracle=0.8,

@@ -12,8 +12,8 @@ import pytest
 from memofs.store.briefing import DIRECTIVE, DIRECTIVE_TITLE
 from memofs.ranking.config import RecallConfig
 from memofs_datasets.format import KIND_EXPIRY_DAYS, bundled_datasets, load_dataset
-from memofs_eval import measures as MS
-from memofs_eval.measures import QueryFacts
+from memofs_eval.scoring import measures as MS
+from memofs_eval.scoring.measures import QueryFacts
 
 # the documented layout: "## <title>\n\n<body>" sections joined by "\n\n";
 # a recall item is "<n>. <text>\n score: <score:.4f>", items joined by "\n\n"
@@ -244,7 +244,7 @@ def test_per_query_puts_measures_next_to_ranx(tiny):
 
 
 def test_spec_accepts_measures_and_names_the_line_of_a_bad_one(tmp_path):
-    from memofs_eval.spec import SpecError, load_spec
+    from memofs_eval.inputs.spec import SpecError, load_spec
 
     ok = tmp_path / "ok.toml"
     ok.write_text('metrics = ["ndcg@10", "briefing_recall@4096", "current_first"]\n[[datasets]]\nname = "tiny"\n')

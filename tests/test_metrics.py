@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import memofs_eval._env  # noqa: F401
-from memofs_eval import metrics as M
-from memofs_eval import stats as S
-from memofs_eval.runner import rank_scores, ranx_scores
+from memofs_eval.scoring import metrics as M
+from memofs_eval.scoring import stats as S
+from memofs_eval.runs.runner import rank_scores, ranx_scores
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

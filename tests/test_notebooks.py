@@ -1,5 +1,5 @@
-"""Notebooks: committed without outputs, executed headless by ``memofs_eval.notebooks``,
-and the helpers they call (``memofs_eval.notebook_api``) checked against independent truth:
+"""Notebooks: committed without outputs, executed headless by ``memofs_eval.reporting.notebooks``,
+and the helpers they call (``memofs_eval.reporting.notebook_api``) checked against independent truth:
 the harness's own report, hand-computed exact p-values, the pipeline's final scores."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
 
 import memofs_eval._env  # noqa: F401,E402
 from memofs_eval import cli  # noqa: E402
-from memofs_eval import notebook_api as nb  # noqa: E402
-from memofs_eval import notebooks as runner  # noqa: E402
+from memofs_eval.reporting import notebook_api as nb  # noqa: E402
+from memofs_eval.reporting import notebooks as runner  # noqa: E402
 from memofs.ranking.fusion import fuse  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

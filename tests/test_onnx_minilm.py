@@ -259,7 +259,7 @@ def test_harness_device_auto_is_cuda_only_when_torch_sees_one(monkeypatch):
     import torch
 
     from memofs.signals.embedders.local import resolve_device
-    from memofs_eval.embed import DEVICE, embed_device, make_embedder
+    from memofs_eval.runs.embed import DEVICE, embed_device, make_embedder
 
     emb = make_embedder("minilm")
     assert isinstance(emb, LocalEmbedder) and emb.name == DEFAULT_NAME and emb.device == DEVICE == "auto"

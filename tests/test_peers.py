@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 import memofs_eval._env  # noqa: F401
-from memofs_eval.baselines import baseline_runs, fused, peer_label
-from memofs_eval.data import EvalData, load
-from memofs_eval.experiment import run_experiment
-from memofs_eval.folds import check_grouped, evaluation_folds, leave_one_group_out
-from memofs_eval.learned_study import Bench, frames_for, peer_runs, pipeline_configs, study
-from memofs_eval.spec import load_spec
+from memofs_eval.runs.baselines import baseline_runs, fused, peer_label
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.experiments.experiment import run_experiment
+from memofs_eval.inputs.folds import check_grouped, evaluation_folds, leave_one_group_out
+from memofs_eval.studies.learned_study import Bench, frames_for, peer_runs, pipeline_configs, study
+from memofs_eval.inputs.spec import load_spec
 
 SPEC = """name = "peers"
 seed = 3
@@ -66,7 +66,7 @@ def test_study_peers_are_the_harness_peers(tmp_path, query):
     for n in names:
         assert {q: peers[n][q] for q in dr.runs[n]} == dr.runs[n], n
     for n, cfg in pipeline_configs(spec, ("default", "-recency", "-decay", "only:bm25", "only:vector")).items():
-        from memofs_eval.runner import fused_run
+        from memofs_eval.runs.runner import fused_run
 
         assert fused_run(bench.frames_of(cfg), cfg, spec.k) == dr.runs[n], n
     # and the study's own table gives the harness's figure for every shared name
@@ -149,8 +149,8 @@ def test_learned_report_figures_come_from_the_study(tmp_path):
     import re
 
     from memofs.ranking.learned import FeatureParams
-    from memofs_eval import learned_report as R
-    from memofs_eval.learned_study import blocks, train
+    from memofs_eval.studies import learned_report as R
+    from memofs_eval.studies.learned_study import blocks, train
 
     spec = _spec(tmp_path, "raw", embedder="none")
     data = EvalData(spec.datasets[0], load(spec.datasets[0]))
@@ -177,7 +177,7 @@ def test_learned_report_figures_come_from_the_study(tmp_path):
 
 
 def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
-    from memofs_eval.spec import expand_variants
+    from memofs_eval.inputs.spec import expand_variants
 
     spec = _spec(tmp_path, "raw")
     own = {v.name: v.config for v in expand_variants(spec)}
@@ -192,13 +192,13 @@ def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
 
 
 def test_learned_command_end_to_end_on_tiny(tmp_path, monkeypatch):
-    """``python -m memofs_eval.learned`` wiring (study, transfer, model files, report) with
+    """``python -m memofs_eval.studies.learned`` wiring (study, transfer, model files, report) with
     both of its datasets replaced by tiny without an embedder."""
     import json
 
     from memofs.ranking.learned import load_model
-    from memofs_eval import learned
-    from memofs_eval import learned_study as S
+    from memofs_eval.studies import learned
+    from memofs_eval.studies import learned_study as S
 
     spec = _spec(tmp_path, "raw", embedder="none")
     data = EvalData(spec.datasets[0], load(spec.datasets[0]))
@@ -221,7 +221,7 @@ def test_peer_tie_rate_counts_equal_scores_by_hand():
     """bm25s gives two documents the same score: both positions are tie-decided. Here the
     BM25 run is {a: 2, b: 1, c: 1} (3 positions, 2 tied) and RRF over identical ranks of
     BM25 and a dense run that ties nothing gives {a, b, c} distinct scores (0 tied)."""
-    from memofs_eval.baselines import peer_tie_rates
+    from memofs_eval.scoring.ties import peer_tie_rates
     tops = {"baseline:bm25s@raw": {"q": [("a", 2.0), ("b", 1.0), ("c", 1.0)], "r": [("x", 1.0)]},
             "baseline:rrf@raw": {"q": [("a", 0.3), ("b", 0.2), ("c", 0.1)]}}
     assert peer_tie_rates(tops) == {"baseline:bm25s@raw": 2 / 4, "baseline:rrf@raw": 0.0}
@@ -229,7 +229,7 @@ def test_peer_tie_rate_counts_equal_scores_by_hand():
 
 def test_baseline_scores_order_matches_baseline_runs(tmp_path):
     """The scored peers and the id-only peers are one computation: same ids, same order."""
-    from memofs_eval.baselines import baseline_scores, top_ids
+    from memofs_eval.runs.baselines import baseline_scores, top_ids
     spec = _spec(tmp_path, "raw", embedder="none")
     data = EvalData(spec.datasets[0], load(spec.datasets[0]))
     folds, _ = evaluation_folds(data, 2, spec.seed)

@@ -17,11 +17,11 @@ from rank_bm25 import BM25Okapi
 
 from memofs_datasets.longmemeval import load_longmemeval
 from memofs_datasets.shared import longmemeval_dev_path
-from memofs_eval import baselines as B
-from memofs_eval import measures as MS
-from memofs_eval.data import EvalData
-from memofs_eval.runner import rank_scores
-from memofs_eval.spec import DatasetRef
+from memofs_eval.runs import baselines as B
+from memofs_eval.scoring import measures as MS
+from memofs_eval.inputs.data import EvalData
+from memofs_eval.runs.runner import rank_scores
+from memofs_eval.inputs.spec import DatasetRef
 
 DATE = "2023/05/20 (Sat) 02:21"
 EXPECTED = Path(__file__).parent / "data" / "longmemeval_dev_official_bm25.json"
@@ -204,8 +204,8 @@ def test_questions_without_gold_keep_a_row(lme_file: Path) -> None:
 
 
 def test_spec_protocol_entries(tmp_path: Path) -> None:
-    from memofs_eval.experiment import _methods_of
-    from memofs_eval.spec import SpecError, load_spec
+    from memofs_eval.experiments.experiment import _methods_of
+    from memofs_eval.inputs.spec import SpecError, load_spec
 
     body = ('name = "p"\nk = 10\nembedder = "none"\nprofiles = ["robust"]\n[ablations]\ntoggles = ["bm25"]\n'
             '[[datasets]]\nname = "a"\npath = "{p}"\nloader = "longmemeval"\n'

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from memofs_eval.bench.readme import MarkerError
-from memofs_eval.readme_tables import fill, headline_table, learned_table
+from memofs_eval.reporting.readme_blocks import MarkerError
+from memofs_eval.reporting.readme_tables import fill, headline_table, learned_table
 
 
 def _results(path, rows):
@@ -43,7 +43,7 @@ def test_fill_replaces_only_between_markers():
 
 
 def test_sweep_line_reads_manifest_timings(tmp_path):
-    from memofs_eval.readme_tables import sweep_line
+    from memofs_eval.reporting.readme_tables import sweep_line
 
     assert "run make eval" in sweep_line(tmp_path)
     m = tmp_path / "reports/locomo/latest/manifest.json"
@@ -57,11 +57,11 @@ def test_sweep_line_reads_manifest_timings(tmp_path):
 def test_committed_readme_tables_match_the_committed_reports():
     """Every generated block of the README is what its generator makes of the committed reports."""
     from memofs_eval._env import REPO
-    from memofs_eval.bench.readme import readme_block, update
-    from memofs_eval.readme_tables import render
+    from memofs_eval.reporting.readme_blocks import readme_block, update
+    from memofs_eval.reporting.readme_tables import render
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert render(text) == text, "README tables drifted: run `python -m memofs_eval.readme_tables`"
+    assert render(text) == text, "README tables drifted: run `python -m memofs_eval.reporting.readme_tables`"
     perf = REPO / "reports" / "performance.md"
     block = readme_block(perf.read_text(encoding="utf-8"), "reports/performance.md")
-    assert update(text, block) == text, "README performance table drifted: run `python -m memofs_eval.bench.readme`"
+    assert update(text, block) == text, "README performance table drifted: run `python -m memofs_eval.reporting.readme_blocks`"

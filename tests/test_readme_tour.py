@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memofs_eval._env import REPO
-from memofs_eval.readme_tour import CLI, LIBRARY, commands, fences, fresh, mask
-from memofs_eval.bench.readme import between
+from memofs_eval.reporting.readme_tour import CLI, LIBRARY, commands, fences, fresh, mask
+from memofs_eval.reporting.readme_blocks import between
 import re
 
 # The CLI stamps memories with the wall clock and the tour's commands run seconds apart on a
@@ -19,7 +19,7 @@ def _settle(text: str) -> str:
 
 def test_readme_tour_matches_a_fresh_run() -> None:
     committed = (REPO / "README.md").read_text(encoding="utf-8")
-    assert _settle(fresh(committed)) == _settle(committed), "README tour drifted: run `python -m memofs_eval.readme_tour`"
+    assert _settle(fresh(committed)) == _settle(committed), "README tour drifted: run `python -m memofs_eval.reporting.readme_tour`"
 
 
 def test_tour_blocks_are_runnable_as_documented() -> None:

@@ -1,5 +1,5 @@
 """Every committed report records the code and inputs its figures depend on, and they are the
-checkout's; only a change to that code stales it (memofs_eval.provenance, memofs_eval.regenerate)."""
+checkout's; only a change to that code stales it (memofs_eval.provenance.stamp, memofs_eval.regenerate)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from memofs_eval._env import REPO
-from memofs_eval.code_closure import closure, digest
-from memofs_eval.provenance import markdown_line, recorded, stale, stamp
+from memofs_eval.provenance.code_closure import closure, digest
+from memofs_eval.provenance.stamp import markdown_line, recorded, stale, stamp
 from memofs_eval.regenerate import REPORTS, figure_changes
 
 FIGURE_REPORTS = [r for r in REPORTS if not r.timing]

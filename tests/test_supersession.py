@@ -22,7 +22,7 @@ from memofs.signals.frame import SignalFrame, kind_code
 from memofs.store.briefing import render_recall, supersession_line
 from memofs.surfaces.cli import app
 
-from memofs_eval.supersession_sweep import choose
+from memofs_eval.studies.supersession_sweep import choose
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -171,7 +171,7 @@ def test_sweep_choice_rule() -> None:
 
 
 def test_sweep_cli_refuses_a_bad_count_in_one_line(tmp_path: Path, capsys) -> None:
-    from memofs_eval.supersession_sweep import main
+    from memofs_eval.studies.supersession_sweep import main
 
     assert main(["--out", str(tmp_path), "--count", "locomo-without-loader"]) == 1
     err = capsys.readouterr().err.strip()

@@ -1,4 +1,4 @@
-"""Memory systems under test (memofs_eval.systems, issue 40): the runner, its guards, the
+"""Memory systems under test (memofs_eval.studies.systems, issue 40): the runner, its guards, the
 spec's errors, the run-file adapter and the memofs library adapter against the harness."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from memofs_datasets.format import bundled_datasets
-from memofs_eval import measures as MS
-from memofs_eval import stats as S
-from memofs_eval.data import EvalData, load
-from memofs_eval.runner import fused_run
-from memofs_eval.signals_cache import SignalCache
-from memofs_eval.spec import DatasetRef, SpecError, load_spec
-from memofs_eval.systems.base import Recalled, System
-from memofs_eval.systems.compare import compare
-from memofs_eval.systems.config import SystemSpec, load_systems_spec
-from memofs_eval.systems.run import run_in_process, run_system
+from memofs_eval.scoring import measures as MS
+from memofs_eval.scoring import stats as S
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.runs.runner import fused_run
+from memofs_eval.runs.signals_cache import SignalCache
+from memofs_eval.inputs.spec import DatasetRef, SpecError, load_spec
+from memofs_eval.studies.systems.base import Recalled, System
+from memofs_eval.studies.systems.compare import compare
+from memofs_eval.studies.systems.config import SystemSpec, load_systems_spec
+from memofs_eval.studies.systems.run import run_in_process, run_system
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "eval" / "specs" / "quick.toml"
@@ -173,8 +173,8 @@ def test_malformed_systems_spec_fails_with_one_line_naming_the_field(tmp_path, b
 
 
 def test_entry_point_writes_the_report(tmp_path, capsys):
-    from memofs_eval.provenance import recorded
-    from memofs_eval.systems.__main__ import main
+    from memofs_eval.provenance.stamp import recorded
+    from memofs_eval.studies.systems.__main__ import main
 
     spec = tmp_path / "systems.toml"
     spec.write_text(f'harness = "{QUICK}"\ndatasets = ["tiny"]\nisolate = false\n'
@@ -204,7 +204,7 @@ class DyingSpec(SystemSpec):
 
 
 def test_an_isolated_system_whose_process_dies_fails_its_queries_only(tiny):
-    from memofs_eval.systems.run import run_isolated
+    from memofs_eval.studies.systems.run import run_isolated
 
     (run,) = run_isolated(DyingSpec("dies", "memofs", {}), [tiny], 5, 30)
     assert set(run.failures) == {q.id for q in tiny.queries} and not any(run.ranked.values())

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from memofs_datasets.format import bundled_datasets
-from memofs_eval.data import EvalData, load
-from memofs_eval.spec import DatasetRef
-from memofs_eval.systems.config import SystemSpec
-from memofs_eval.systems.embedding import harness_embedder
-from memofs_eval.systems.run import run_in_process
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.inputs.spec import DatasetRef
+from memofs_eval.studies.systems.config import SystemSpec
+from memofs_eval.studies.systems.embedding import harness_embedder
+from memofs_eval.studies.systems.run import run_in_process
 
 K = 10
 
@@ -73,7 +73,7 @@ def test_a_bad_mode_fails_with_the_field(tiny):
 def test_mem0_without_inference_ranks_by_its_own_minilm_cosine(tiny):
     """mem0 (infer=False) on one scope: its ranking is cosine over MiniLM vectors of the texts
     as given, the order of a brute-force cosine with the same local model."""
-    import memofs_eval.systems.mem0_system  # noqa: F401  (telemetry off before mem0 loads)
+    import memofs_eval.studies.systems.mem0_system  # noqa: F401  (telemetry off before mem0 loads)
 
     pytest.importorskip("mem0", reason="mem0ai is not installed (pip install 'memofs[systems]')")
     from memofs.signals.embedders.local import LocalEmbedder
@@ -88,7 +88,7 @@ def test_mem0_without_inference_ranks_by_its_own_minilm_cosine(tiny):
         emb = LocalEmbedder()
         vecs = emb.encode([m.text for m in corpus]).astype(np.float64)
         for q in queries:
-            from memofs_eval.systems.base import Ask
+            from memofs_eval.studies.systems.base import Ask
 
             got = sut.recall("a", Ask(q.id, q.text, q.task_type, tiny.dataset.as_of), 5)
             cos = vecs @ emb.encode([q.text])[0].astype(np.float64)

@@ -1,4 +1,4 @@
-"""MCP systems under test (memofs_eval.systems.mcp_client, memofs_store): memofs served over
+"""MCP systems under test (memofs_eval.studies.systems.mcp_client, memofs_store): memofs served over
 stdio and Streamable HTTP ranks exactly as its library does over the same store; the official
 ``@modelcontextprotocol/server-memory`` through a declared mapping, against a naive
 transcription of its search; the CLI surface."""
@@ -16,13 +16,13 @@ import pytest
 
 from memofs.store.project import LiveStore, Store, wall_clock
 from memofs_datasets.format import bundled_datasets
-from memofs_eval.data import EvalData, load
-from memofs_eval.spec import DatasetRef
-from memofs_eval.systems.base import UNSCOPED, Ask
-from memofs_eval.systems.config import SystemSpec
-from memofs_eval.systems.mcp_client import McpSystem
-from memofs_eval.systems.memofs_store import MEMOFS, MemofsCli, MemofsMcp, write_store
-from memofs_eval.systems.run import run_in_process
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.inputs.spec import DatasetRef
+from memofs_eval.studies.systems.base import UNSCOPED, Ask
+from memofs_eval.studies.systems.config import SystemSpec
+from memofs_eval.studies.systems.mcp_client import McpSystem
+from memofs_eval.studies.systems.memofs_store import MEMOFS, MemofsCli, MemofsMcp, write_store
+from memofs_eval.studies.systems.run import run_in_process
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_MEMORY = REPO / ".cache" / "node" / "node_modules" / ".bin" / "mcp-server-memory"

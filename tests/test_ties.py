@@ -1,10 +1,10 @@
-"""Tie rate on hand-made rankings (eval/ties.py)."""
+"""Tie rate on hand-made rankings (eval/scoring/ties.py)."""
 
 from __future__ import annotations
 
 import math
 
-from memofs_eval.ties import tie_positions, tie_rate
+from memofs_eval.scoring.ties import tie_positions, tie_rate
 
 
 def test_tie_positions_by_hand() -> None:

@@ -286,8 +286,8 @@ def test_d1_story_through_the_cli_with_minilm(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ the switch in the harness
 def test_entity_match_is_a_signal_field_and_swept_by_the_default_spec() -> None:
     from memofs.ranking.config import SIGNAL_FIELDS
-    from memofs_eval.signals_cache import signal_config
-    from memofs_eval.spec import load_spec
+    from memofs_eval.runs.signals_cache import signal_config
+    from memofs_eval.inputs.spec import load_spec
 
     assert "entity_match" in SIGNAL_FIELDS
     up = RecallConfig(entity_match="upstream")

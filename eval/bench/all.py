@@ -26,9 +26,9 @@ from importlib import metadata
 from pathlib import Path
 
 from memofs_eval.bench import plots
-from memofs_eval.bench.readme import HEADLINE_END, HEADLINE_START, RUN_PREFIX
+from memofs_eval.reporting.readme_blocks import HEADLINE_END, HEADLINE_START, RUN_PREFIX
 from memofs_eval.bench.recall import REPO, REPORTS, Section
-from memofs_eval.provenance import git_commit, markdown_line, stamp
+from memofs_eval.provenance.stamp import git_commit, markdown_line, stamp
 
 BENCHES: tuple[str, ...] = ("recall", "store", "processes", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "onnxruntime", "tokenizers", "bm25s",

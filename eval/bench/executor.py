@@ -29,7 +29,7 @@ from pathlib import Path
 from memofs.ranking.config import RecallConfig
 from memofs.signals.embedding_cache import CHUNK
 from memofs_eval.bench.output import emit
-from memofs_eval.bench.readme import between
+from memofs_eval.reporting.readme_blocks import between
 from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
 
 README = REPO / "eval" / "README.md"
@@ -62,7 +62,7 @@ LME_M = Corpus("LongMemEval_M", 50 * 48_844, 500, "issue 21: 48,844 turns per 10
 
 
 def _extract(data, embedder: str, executor, root: Path) -> tuple[int, float]:
-    from memofs_eval.signals_cache import compute_frames, extraction_plan
+    from memofs_eval.runs.signals_cache import compute_frames, extraction_plan
 
     n = extraction_plan(data, RecallConfig(), embedder).n_texts
     _, dt = timed(lambda: compute_frames(data, RecallConfig(), embedder, root, executor=executor))
@@ -70,9 +70,9 @@ def _extract(data, embedder: str, executor, root: Path) -> tuple[int, float]:
 
 
 def _recombine(frames_path: Path, frames, configs, executor) -> float:
-    from memofs_eval.runner import run_all
+    from memofs_eval.runs.runner import run_all
 
-    from memofs_eval.signals_cache import frames_only
+    from memofs_eval.runs.signals_cache import frames_only
 
     jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
     handles = {("g",): executor.shared(frames, frames_only, str(frames_path))}
@@ -84,7 +84,7 @@ def _task_costs(data, embedder: str, root: Path) -> tuple[float, float, int, int
     """The local executor's extraction into a fresh cache, each task timed alone: seconds
     per embedded text, per (query x corpus memory) of a scope task, the mean scope size,
     the texts embedded and the total seconds (the local row)."""
-    from memofs_eval.signals_cache import cached_embedder, embed_batch, extraction_plan, scope_frames
+    from memofs_eval.runs.signals_cache import cached_embedder, embed_batch, extraction_plan, scope_frames
 
     plan = extraction_plan(data, RecallConfig(), embedder)
     emb = cached_embedder(data, embedder, root)  # fitted / loaded outside the timing
@@ -138,10 +138,10 @@ def scaling_model(per_text: float, per_cell: float, overhead: float, corpus: Cor
 def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
     from memofs_datasets.format import load_dataset
     from memofs_eval.bench.harness import random_configs
-    from memofs_eval.data import EvalData
-    from memofs_eval.executor import LOCAL, DaskExecutor
-    from memofs_eval.signals_cache import compute_frames, embed_batch, load_checked, load_frames, save_frames
-    from memofs_eval.spec import DatasetRef
+    from memofs_eval.inputs.data import EvalData
+    from memofs_eval.execution.executor import LOCAL, DaskExecutor
+    from memofs_eval.runs.signals_cache import compute_frames, embed_batch, load_checked, load_frames, save_frames
+    from memofs_eval.inputs.spec import DatasetRef
 
     data = EvalData(DatasetRef(cfg.dataset.name, cfg.dataset), load_dataset(cfg.dataset))
     configs = random_configs(cfg.configs, 0)

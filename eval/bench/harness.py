@@ -62,16 +62,16 @@ def extract(path: Path, embedder_name: str) -> tuple[dict[str, SignalFrame], str
     from memofs_datasets.format import load_dataset
 
     from memofs_eval._env import cache_root
-    from memofs_eval.data import EvalData
-    from memofs_eval.signals_cache import compute_frames
-    from memofs_eval.spec import DatasetRef
+    from memofs_eval.inputs.data import EvalData
+    from memofs_eval.runs.signals_cache import compute_frames
+    from memofs_eval.inputs.spec import DatasetRef
 
     data = EvalData(DatasetRef(path.name, path), load_dataset(path))
 
     def go() -> dict[str, SignalFrame]:
         return compute_frames(data, RecallConfig(), embedder_name, cache_root())[0]
 
-    how = "memofs_eval.signals_cache.compute_frames"
+    how = "memofs_eval.runs.signals_cache.compute_frames"
     go()
     frames, dt = timed(go)
     return frames, how, dt
@@ -79,11 +79,11 @@ def extract(path: Path, embedder_name: str) -> tuple[dict[str, SignalFrame], str
 
 def recombine(frames: dict[str, SignalFrame], configs: list[RecallConfig], workers: int) -> tuple[float, str]:
     """Seconds to fuse every config over every query."""
-    from memofs_eval.runner import run_all
+    from memofs_eval.runs.runner import run_all
 
     jobs = [(f"c{i}", ("g",), c) for i, c in enumerate(configs)]
     _, dt = timed(lambda: run_all(jobs, {("g",): frames}, workers=workers))
-    return dt, "memofs_eval.runner.run_all"
+    return dt, "memofs_eval.runs.runner.run_all"
 
 
 def make_eval_command(makefile: Path = REPO / "Makefile") -> list[str]:

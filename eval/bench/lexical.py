@@ -18,7 +18,7 @@ import numpy as np
 from memofs.signals.bm25 import BM25Index
 from memofs.text.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
-from memofs_eval.provenance import markdown_line
+from memofs_eval.provenance.stamp import markdown_line
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 

@@ -26,7 +26,7 @@ import numpy as np
 from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile
 from memofs.signals.vector_index import VectorIndex
 from memofs_eval.bench.corpus import base_texts
-from memofs_eval.provenance import markdown_line
+from memofs_eval.provenance.stamp import markdown_line
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "memofs" / "static"

@@ -120,7 +120,7 @@ class RecallConfig:
     # supersession (issue 20; spec "Entity-boost": superseded knowledge is outranked): a
     # memory superseded by another (``remember --supersedes``, or a graph ``supersedes``
     # edge onto one of its entities) is multiplied by ``superseded_penalty``; default chosen
-    # on agent-memory's dev split (eval/supersession_sweep.py)
+    # on agent-memory's dev split (eval/studies/supersession_sweep.py)
     use_supersession: bool = True
     superseded_penalty: float = 0.6
     # upstream's phrase scan of core.md and notes.md into the lexical candidates

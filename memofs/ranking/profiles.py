@@ -3,7 +3,7 @@
 * ``reference``: the spec's settings (every :class:`~memofs.ranking.config.RecallConfig`
   default); the default profile.
 * ``robust``: the learned-fusion study's best leave-one-dataset-out configuration
-  (``python -m memofs_eval.learned_transfer``), retrained on every dataset for shipping. Its settings
+  (``python -m memofs_eval.studies.learned_transfer``), retrained on every dataset for shipping. Its settings
   live beside the model in ``memofs/ranking/models/profile-robust.json`` (written by the
   study): the recall fields to set, with ``learned_model`` naming a file of that folder.
 * ``upstream``: upstream MemoFS's own ranking (``localRecall`` + ``mergeHybridCandidates``,
@@ -53,7 +53,7 @@ def _settings(name: str) -> tuple[tuple[str, Any], ...]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{path}: profile {name!r} is not shipped (run python -m memofs_eval.learned_transfer)") from None
+        raise ValueError(f"{path}: profile {name!r} is not shipped (run python -m memofs_eval.studies.learned_transfer)") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}:{exc.lineno}: json: {exc.msg}") from None
     settings = doc.get("settings") if isinstance(doc, dict) else None

@@ -1,0 +1,1 @@
+"""Stage 3, inputs: experiment specs, datasets by loader, query folds and measure names."""

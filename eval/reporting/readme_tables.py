@@ -1,0 +1,219 @@
+"""Regenerate the README's evaluation tables from the committed reports.
+
+    python -m memofs_eval.reporting.readme_tables [--readme README.md]
+
+Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/results.csv``
+(make eval-locomo, when present) and ``reports/learned/summary.json``
+(``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
+between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
+``<!-- bench-lexical:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
+(``reports/longmemeval`` and ``reports/locomo``), and the sweep timings from each run's ``manifest.json``
+into ``<!-- sweep-speed:start/end -->``. No number in those tables is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+
+from memofs_eval._env import REPO
+from memofs_eval.reporting.readme_blocks import between
+
+ROWS = (
+    ("default", "reference pipeline (spec defaults)"),
+    ("only:vector", "vector signal alone (MiniLM)"),
+    ("only:bm25", "BM25 signal alone"),
+    ("-decay", "reference without kind decay"),
+    ("-recency", "reference without recency"),
+    ("tuned", "reference weights tuned (CV / tune split)"),
+    ("baseline:bm25s@raw", "bm25s (raw query)"),
+    ("baseline:rrf@raw", "ranx RRF (raw query)"),
+    ("baseline:combsum@raw", "ranx CombSUM (min-max, raw query)"),
+    ("baseline:wsum:tuned@raw", "ranx weighted sum, tuned (raw query)"),
+)
+
+
+def _scores(path: Path) -> dict[tuple[str, str], float]:
+    """(dataset, method) -> nDCG@10 on the headline subset (held-out where a split exists)."""
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    df = df[(df.metric == "ndcg@10") & (df.category == "all")]
+    out = {}
+    for (ds, method), g in df.groupby(["dataset", "method"]):
+        sub = g[g.subset == "heldout"] if (g.subset == "heldout").any() else g[g.subset == "all"]
+        if len(sub):
+            out[(ds, method)] = float(sub.score.iloc[0])
+    return out
+
+
+def _protocols(*paths: Path) -> dict[str, str]:
+    """dataset -> the protocol its rows were scored under (``memofs`` for reports older than the column)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        if path.is_file():
+            df = pd.read_csv(path)
+            for ds in df.dataset.unique():
+                sub = df[df.dataset == ds]
+                out[ds] = str(sub.protocol.iloc[0]) if "protocol" in sub else "memofs"
+    return out
+
+
+def headline_table(repo: Path = REPO) -> str:
+    paths = (repo / "reports" / "latest" / "results.csv", repo / "reports" / "locomo" / "latest" / "results.csv")
+    scores = {k: v for p in paths for k, v in _scores(p).items()}
+    protocol = _protocols(*paths)
+    datasets = [d for d in ("agent-memory", "tiny", "locomo") if any(k[0] == d for k in scores)]
+    head = {d: f"{label}; protocol `{protocol.get(d, 'memofs')}`" for d, label in
+            (("agent-memory", "agent-memory (held-out"), ("tiny", "tiny (held-out"), ("locomo", "LoCoMo (all"))}
+    head = {d: h + ")" for d, h in head.items()}
+    lines = ["| method | " + " | ".join(head[d] for d in datasets) + " |", "|---|" + "---:|" * len(datasets)]
+    for method, label in ROWS:
+        cells = [f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    summary = repo / "reports" / "learned" / "summary.json"
+    if summary.is_file():
+        cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
+        learned = {"agent-memory": cv["agent_memory_leave_one_project_out_heldout"]["learned"],
+                   "locomo": cv["locomo_leave_one_conversation_out"]["learned"]}
+        cells = [f"{learned[d]:.3f}" if d in learned else "" for d in datasets]
+        lines.append("| learned fusion (held out: leave one project / conversation out) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+PROTOCOL_ROWS = (("default", "reference pipeline"), ("profile:robust", "`robust` profile"),
+                 ("baseline:rank_bm25@raw", "rank_bm25 BM25Okapi (the field's BM25)"), ("baseline:bm25s@raw", "bm25s"),
+                 ("baseline:dense@raw", "dense (MiniLM)"), ("baseline:rrf@raw", "ranx RRF"),
+                 ("baseline:wsum:tuned@raw", "ranx weighted sum, tuned"))
+# (report, dataset entry, metric, column header): each header names the protocol it is scored under
+PROTOCOL_COLUMNS = (
+    ("longmemeval", "longmemeval-session-official", "recall_any@1", "LME session run R_any@1, official 470"),
+    ("longmemeval", "longmemeval-session-official", "recall_any@5", "LME session run R_any@5, official 470"),
+    ("longmemeval", "longmemeval-session-official", "ndcg_any@5", "LME session run nDCG_any@5, official 470"),
+    ("longmemeval", "longmemeval-turn-official", "session_recall_any@5", "LME turn run session R_any@5, official 470"),
+    ("longmemeval", "longmemeval-session-official-419", "recall_any@5", "LME session run R_any@5, official 419"),
+    ("longmemeval", "longmemeval-turn-lenient", "session_recall_any@10", "LME sessions of top 10 turns, lenient (all questions)"),
+    ("longmemeval", "longmemeval-session", "session_recall_any@5", "LME session R_any@5, memofs (ours)"),
+    ("locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10, locomo-paper (all categories)"),
+    ("locomo", "locomo-paper-no-adv", "locomo_recall@10", "LoCoMo R@10, locomo-paper without category 5"),
+)
+
+
+def protocols_table(repo: Path = REPO) -> str:
+    """The reference pipeline, the robust profile and the peers under the field's published
+    protocols (``memofs_datasets.protocols``), from ``make eval-longmemeval`` / ``make eval-locomo``."""
+    frames = {}
+    for name in ("longmemeval", "locomo"):
+        path = repo / "reports" / name / "latest" / "results.csv"
+        if path.is_file():
+            df = pd.read_csv(path)
+            frames[name] = df[(df.category == "all") & (df.subset == "all")]
+    cols = [c for c in PROTOCOL_COLUMNS if c[0] in frames and (frames[c[0]].dataset == c[1]).any()]
+    if not cols:
+        return "(run make eval-longmemeval and make eval-locomo with the protocol entries of their specs)"
+    lines = ["| method | " + " | ".join(c[3] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for method, label in PROTOCOL_ROWS:
+        cells = []
+        for report, ds, metric, _ in cols:
+            df = frames[report]
+            hit = df[(df.dataset == ds) & (df.method == method) & (df.metric == metric)]
+            cells.append(f"{hit.score.iloc[0]:.3f}" if len(hit) else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
+
+
+def learned_table(repo: Path = REPO) -> str:
+    summary = repo / "reports" / "learned" / "summary.json"
+    if not summary.is_file():
+        return "(run `memofs-eval tune --learned`)"
+    cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
+    lines = ["| trained on | agent-memory (held-out) | LoCoMo |", "|---|---:|---:|"]
+    for name, row in cv["transfer"].items():
+        lines.append(f"| {name} | {row['agent-memory heldout']:.3f} | {row['LoCoMo (all)']:.3f} |")
+    return "\n".join(lines)
+
+
+def lodo_table(repo: Path = REPO) -> str:
+    """The ``robust`` profile's held-out figures beside the reference's, from
+    ``reports/learned/lodo/summary.json`` (``python -m memofs_eval.studies.learned_transfer``)."""
+    summary = repo / "reports" / "learned" / "lodo" / "summary.json"
+    if not summary.is_file():
+        return "(run `python -m memofs_eval.studies.learned_transfer`)"
+    doc = json.loads(summary.read_text(encoding="utf-8"))
+    lodo, robust = doc["lodo"], doc["robust"]
+    lines = ["| held-out dataset (nDCG@10) | reference (default profile) | best peer | learned, nested LODO | `robust` profile's candidate, LODO | learned in-distribution (grouped CV, nested) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for d, r in lodo.items():
+        best = max(r["peers"].values()) if r["peers"] else float("nan")
+        nested = "" if r["learned"] is None else f"{r['learned']:.3f}"
+        prof = f"{robust['lodo'][d]:.3f}" if d in robust.get("lodo", {}) else ""
+        within = "" if r.get("grouped_nested") is None else f"{r['grouped_nested']:.3f}"
+        lines.append(f"| {d} ({doc['embedders'][d]}) | {r['reference']:.3f} | {best:.3f} | {nested} | {prof} | {within} |")
+    absent = doc.get("absent") or []
+    note = f" Absent when generated: {', '.join(absent)}." if absent else ""
+    return "\n".join(lines) + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"
+
+
+def sweep_line(repo: Path = REPO) -> str:
+    """The recombination sweep's wall time, read from each run's ``manifest.json``."""
+    lines = []
+    for label, path in (("bundled datasets (make eval)", repo / "reports" / "latest" / "manifest.json"),
+                        ("LoCoMo (make eval-locomo)", repo / "reports" / "locomo" / "latest" / "manifest.json")):
+        if not path.is_file():
+            continue
+        m = json.loads(path.read_text(encoding="utf-8"))
+        workers = tomllib.loads(m["spec"]["text"]).get("workers", 2)  # the spec's default
+        for name, d in m["datasets"].items():
+            t = d.get("timings", {})
+            if "recombine_and_metrics_s" not in t:
+                continue
+            n, secs = t["n_distinct_configs"], t["recombine_and_metrics_s"]
+            lines.append(f"- {label}, {name} ({d.get('queries_evaluated', '?')} queries): {n} distinct configs recombined from "
+                         f"cached signals and scored with ranx in {secs:.1f} s on {workers} workers "
+                         f"({n / secs:.1f} configs/s; signals extracted or read from cache in {t.get('signals_s', 0):.1f} s).")
+    if not lines:
+        return "(run make eval to record the sweep timings)"
+    return "\n".join(lines) + "\n\n*From the `timings` of each run's `manifest.json`; machine load varies between runs.*"
+
+
+def bench_file_table(path: Path) -> str:
+    """A micro-benchmark's table as its script wrote it (``make bench-lexical`` / ``bench-vector``)."""
+    if not path.is_file():
+        return f"(run the benchmark to create `{path.name}`)"
+    body = path.read_text(encoding="utf-8").split("\n", 1)[1].strip()  # drop the "# ..." title
+    return body + f"\n\n*From `reports/{path.name}`.*"
+
+
+def fill(text: str, start: str, end: str, body: str, where: str) -> str:
+    span = between(text, start, end, where)
+    assert span is not None
+    a, b = span
+    return text[:a] + "\n" + body + "\n" + text[b:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    a = ap.parse_args(argv)
+    a.readme.write_text(render(a.readme.read_text(encoding="utf-8"), str(a.readme)), encoding="utf-8")
+    return 0
+
+
+def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
+    """``text`` with every generated block filled from the reports under ``repo``."""
+    text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(repo), where)
+    text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(repo), where)
+    text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
+    if "<!-- field-protocols:start -->" in text:
+        text = fill(text, "<!-- field-protocols:start -->", "<!-- field-protocols:end -->", protocols_table(repo), where)
+    if "<!-- learned-lodo:start -->" in text:
+        text = fill(text, "<!-- learned-lodo:start -->", "<!-- learned-lodo:end -->", lodo_table(repo), where)
+    return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Stage 4, runs: embedders, cached signal frames, runs recombined with the pipeline's own fusion, peers, tuning."""

@@ -1,0 +1,57 @@
+"""``python -m memofs_eval.studies.systems SPEC [--out DIR] [--dataset NAME ...]``: every system of a
+systems spec through its harness spec's datasets, then the comparison report
+(:mod:`.report`). Exit 0 on success, 2 with one line when the spec or a dataset is bad."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from memofs_eval._env import REPO
+from memofs_eval.inputs.data import EvalData, load
+from memofs_eval.studies.systems import report
+from memofs_eval.studies.systems.compare import compare
+from memofs_eval.studies.systems.config import load_systems_spec
+from memofs_eval.studies.systems.run import run_in_process, run_isolated
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memofs_eval.studies.systems", description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec", type=Path)
+    ap.add_argument("--out", type=Path, default=REPO / "reports" / "systems")
+    ap.add_argument("--dataset", action="append", default=[], help="only these datasets of the spec (repeatable)")
+    ap.add_argument("--system", action="append", default=[], help="only these systems (repeatable; the reference is kept)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        spec = load_systems_spec(args.spec)
+        refs = [d for d in spec.harness.datasets if not args.dataset or d.name in args.dataset]
+        if not refs:
+            raise ValueError(f"--dataset: none of {args.dataset} is in the spec")
+        data = [EvalData(ref, load(ref)) for ref in refs]
+    except (ValueError, OSError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    systems = [s for s in spec.systems if not args.system or s.name in args.system or s.name == spec.reference]
+    runner = run_isolated if spec.isolate else run_in_process
+    runs = {}
+    for s in systems:
+        t = time.perf_counter()
+        runs[s.name] = runner(s, data, spec.harness.k, spec.timeout_s)
+        failed = sum(len(r.failures) for r in runs[s.name])
+        print(f"{s.name}: {time.perf_counter() - t:.1f} s, {failed} failed queries", file=sys.stderr)
+    cmp = compare(spec.harness, data, runs, spec.reference)
+    rel = args.spec.resolve().relative_to(REPO) if args.spec.resolve().is_relative_to(REPO) else args.spec
+    command = f"python -m memofs_eval.studies.systems {rel}" + "".join(f" --dataset {d}" for d in args.dataset)
+    command += "".join(f" --system {s}" for s in args.system)
+    md = report.build(cmp, list(spec.harness.headline), {s.name: s.note for s in systems if s.note}, command,
+                      time.perf_counter() - t0)
+    report.write(cmp, args.out, md)
+    print(f"wrote {args.out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
