@@ -80,6 +80,23 @@ def test_stale_names_the_file(tmp_path: Path) -> None:
     assert "datasets/loader.py is gone" in stale(got, repo)
 
 
+def test_a_runs_own_outputs_are_not_its_inputs(tmp_path: Path) -> None:
+    """A study that rewrites its model files must not go stale because it wrote them, while a
+    model file it reads (another study's) still stales it."""
+    repo = _project(tmp_path)
+    models = repo / "memofs/models"
+    models.mkdir()
+    (models / "mine-v2.json").write_text('{"w": 1}')
+    (models / "theirs-v3.json").write_text('{"w": 2}')
+    got = stamp(("memofs_eval.run",), ("memofs/models/*.json",), repo, outputs=("memofs/models/*-v2.json",))
+    assert "memofs/models/mine-v2.json" not in got["code_files"] and "memofs/models/theirs-v3.json" in got["code_files"]
+    (models / "mine-v2.json").write_text('{"w": 3}')
+    (models / "mine2-v2.json").write_text('{"w": 4}')
+    assert stale(got, repo) == []
+    (models / "theirs-v3.json").write_text('{"w": 5}')
+    assert stale(got, repo) == ["memofs/models/theirs-v3.json changed"]
+
+
 def test_bench_edit_stales_only_timing(tmp_path: Path) -> None:
     repo = _project(tmp_path)
     run = stamp(("memofs_eval.run",), (), repo)

@@ -49,9 +49,12 @@ def _rel(path: Path, repo: Path) -> str | None:
         return None
 
 
-def _inputs(patterns: Sequence[str], repo: Path) -> list[str]:
+def _inputs(patterns: Sequence[str], repo: Path, outputs: Sequence[str] = ()) -> list[str]:
+    """Files matching ``patterns``, less those matching ``outputs``: what a run writes itself
+    (a study's own model files) is never an input of its figures."""
     found = {p.relative_to(repo).as_posix() for pat in patterns for p in repo.glob(pat) if p.is_file()}
-    return sorted(found)
+    written = {p.relative_to(repo).as_posix() for pat in outputs for p in repo.glob(pat)}
+    return sorted(found - written)
 
 
 def _loaded(repo: Path) -> set[str]:
@@ -71,12 +74,13 @@ def _closure_files(entries: Sequence[str], repo: Path) -> set[str]:
     return {p.relative_to(repo).as_posix() for name, p in closure(entries, repo).items() if name not in NON_FIGURE}
 
 
-def stamp(entries: Sequence[str], inputs: Sequence[str] = (), repo: Path = REPO) -> dict:
-    """The provenance a report records (see the module docstring)."""
-    files = _closure_files(entries, repo) | _loaded(repo) | set(_inputs(inputs, repo))
+def stamp(entries: Sequence[str], inputs: Sequence[str] = (), repo: Path = REPO, outputs: Sequence[str] = ()) -> dict:
+    """The provenance a report records (see the module docstring); ``outputs``: patterns of
+    files the run writes, left out of its inputs."""
+    files = _closure_files(entries, repo) | _loaded(repo) | set(_inputs(inputs, repo, outputs))
     digests = {rel: digest(repo / rel) for rel in sorted(files)}
     return {"git_commit": git_commit(repo), "code_hash": combined(digests), "code_entries": list(entries),
-            "code_inputs": list(inputs), "code_files": digests}
+            "code_inputs": list(inputs), "code_outputs": list(outputs), "code_files": digests}
 
 
 def stale(recorded: dict, repo: Path = REPO) -> list[str]:
@@ -91,7 +95,8 @@ def stale(recorded: dict, repo: Path = REPO) -> list[str]:
             reasons.append(f"{rel} is gone")
         elif digest(path) != d:
             reasons.append(f"{rel} changed")
-    now = _closure_files(recorded.get("code_entries", ()), repo) | set(_inputs(recorded.get("code_inputs", ()), repo))
+    now = _closure_files(recorded.get("code_entries", ()), repo) | set(
+        _inputs(recorded.get("code_inputs", ()), repo, recorded.get("code_outputs", ())))
     reasons += [f"{rel} joined the code it depends on" for rel in sorted(now - set(files))]
     return reasons
 

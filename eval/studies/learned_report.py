@@ -223,7 +223,8 @@ def write(out: Path, loco: Study, agent: Study, transfer: Transfer, models: Mapp
     for st in (loco, agent):
         st.scores.to_csv(out / f"per-query-{st.bench.name}.csv", index_label="query")
     peer_params = {st.bench.name: {n: p for n, p in st.peer_params.items()} for st in (loco, agent)}
-    doc = {**stamp(("memofs_eval.studies.learned",), (MODEL_FILES, "eval/specs/*.toml")), "cv": summary(loco, agent, transfer), "tuned_peer_params": peer_params,
+    doc = {**stamp(("memofs_eval.studies.learned",), (MODEL_FILES, "eval/specs/*.toml"),
+                 outputs=("memofs/ranking/models/learned-*-v2.json",)), "cv": summary(loco, agent, transfer), "tuned_peer_params": peer_params,
            "models": {p.name: json.loads(p.read_text())["training"] for p in model_paths}}
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     md = out / "report.md"

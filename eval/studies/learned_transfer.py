@@ -342,7 +342,8 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
                        "more than `learned_ood_threshold` (default 0.25) of a query's candidate feature values fall outside it (widened "
                        "by a quarter of the range), recall ranks by RRF instead (`learned_fallback`, default `rrf`) and explain says so.")]
     (out / "summary.json").write_text(json.dumps({
-        **stamp(("memofs_eval.studies.learned_transfer",), (MODEL_FILES, "eval/specs/*.toml")), "metric": "ndcg@10", "datasets": list(held), "absent": list(absent), "embedders": {d: lab.benches[d].embedder for d in held},
+        **stamp(("memofs_eval.studies.learned_transfer",), (MODEL_FILES, "eval/specs/*.toml"),
+                 outputs=("memofs/ranking/models/*-v3.json", "memofs/ranking/models/profile-robust.json")), "metric": "ndcg@10", "datasets": list(held), "absent": list(absent), "embedders": {d: lab.benches[d].embedder for d in held},
         "lodo": {d: {"selected": h.selected.name if h.selected else None, "learned": float(h.scores["learned:lodo"].mean()) if "learned:lodo" in h.scores else None,
                      "grouped": float(h.scores["learned:grouped"].mean()),
                      "grouped_plus_others": float(h.scores["learned:grouped+others"].mean()) if "learned:grouped+others" in h.scores else None,
