@@ -1,3 +1,10 @@
-"""The memofs evaluation harness (installed as ``memofs_eval`` from ``eval/``)."""
+"""The memofs evaluation harness (installed as ``memofs_eval`` from ``eval/``).
 
-import memofs  # noqa: F401  (first: it sets OpenBLAS's idle policy before numpy loads, so the harness measures the library as the CLI runs it)
+Every harness module is a program's entry point (``memofs-eval``, ``python -m memofs_eval...``),
+so the harness sets numpy's load-time environment as the CLI does, before numpy loads: it
+measures the library as the CLI runs it. ``memofs_eval._env`` adds the harness's own settings.
+"""
+
+from memofs.signals import numpy_environment as _numpy_environment
+
+_numpy_environment.apply()

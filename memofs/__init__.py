@@ -1,8 +1,7 @@
 """MemoFS hybrid recall: BM25 + fuzzy overlap + vector similarity, fused and reranked."""
 
-from memofs.signals import numpy_environment as _numpy_environment
-
-_numpy_environment.apply()  # before anything imports numpy: numpy and OpenBLAS read it once, at load
+# importing the library changes nothing in the caller's process: the processes memofs starts
+# itself (memofs.surfaces: the CLI, the MCP server) set numpy's load-time environment there
 __version__ = "0.1.0"
 
 # the front door for library users; loaded on first use so `import memofs` (and every CLI

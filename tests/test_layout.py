@@ -29,8 +29,6 @@ STAGES: dict[str, tuple[str, ...]] = {
 ENTRY_POINTS = {"memofs", "memofs.__main__", "memofs_datasets", "memofs_eval", "memofs_eval.cli",
                 "memofs_eval.regenerate"}
 BELOW_ALL = {"memofs_eval._env"}
-# the package root imports only what must run before numpy loads (OpenBLAS reads it once)
-ROOT_SETUP = {"memofs.signals.numpy_environment"}
 # data folders of datasets/ (a bundled project tree with its own Python files), not modules
 DATA_FOLDERS = ("memofs_datasets.agent-memory", "memofs_datasets.tiny")
 # packages, bottom first: the harness may use datasets and the pipeline, never the reverse
@@ -66,8 +64,6 @@ def stage(module: str) -> int | None:
 def _allowed_within(src: str, dst: str) -> bool:
     """An import inside one package: down (or across) its stages, or one of the fixed exceptions."""
     if src in ENTRY_POINTS or dst in BELOW_ALL:
-        return True
-    if src == "memofs" and dst in ROOT_SETUP:
         return True
     si, sj = stage(src), stage(dst)
     return si is not None and sj is not None and sj <= si

@@ -42,6 +42,11 @@ def test_entry_points_import_memofs_before_numpy(entry: str) -> None:
     assert _child(f"import {entry}; {PRINT}") == "4 0 False"
 
 
+def test_the_library_leaves_the_callers_environment_alone() -> None:
+    """A program that imports memofs (not one of its entry points) keeps numpy's defaults."""
+    assert _child(f"import memofs; from memofs import Recaller, Store; {PRINT}") == "None None True"
+
+
 def test_a_user_value_wins_and_a_late_import_leaves_numpy_alone() -> None:
     assert _child(f"import memofs.surfaces.cli; {PRINT}", OPENBLAS_THREAD_TIMEOUT="20", NUMPY_MADVISE_HUGEPAGE="1") == "20 1 True"
-    assert _child(f"import numpy, memofs; {PRINT}") == "None None True"
+    assert _child(f"import numpy, memofs.surfaces.cli; {PRINT}") == "None None True"
