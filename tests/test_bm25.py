@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from memofs.signals.bm25 import BM25Index
 from memofs.signals.fuzzy import OverlapIndex, QueryOverlap, VocabularyMatcher, token_overlap
-from memofs.ranking.saturation import clamp01, saturate
+from memofs.ranking.terms import clamp01, saturate
 from memofs.text.tokenize import tokenize
 from naive_lexical import naive_fuzzy, naive_scores
 

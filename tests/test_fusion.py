@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.fusion import fuse, recency
-from memofs.ranking.pools import round_half_up
+from memofs.ranking.fusion import fuse
+from memofs.ranking.terms import recency, round_half_up
 from memofs.signals.frame import SignalFrame, kind_code
 
 NAN = float("nan")
@@ -362,3 +362,26 @@ def test_compiled_pools_take_read_only_and_strided_columns(backend, monkeypatch)
     got = pools(g, cfg, 10)
     np.testing.assert_array_equal(got.rows, want[0])
     np.testing.assert_array_equal(got.member["vector_pool"], want[3])
+
+
+@pytest.mark.parametrize("backend, most", [("numpy", 5), ("numba", 6)])
+def test_fusion_reads_its_terms_once(monkeypatch, backend, most):
+    """Issue 35: fusion's call path (fuse's frame through every project file) was 5 files, 29
+    changes of file, 24 returns to a file already left; with the per-candidate terms read in one
+    call it is pools, their kernel, the terms and the rounding. The compiled selection adds one
+    round trip (kernels asks, pool_kernel selects)."""
+    from call_path import follow
+
+    if backend == "numba":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("MEMOFS_KERNELS", backend)
+    rows = [{"id": f"m{i:03d}", "cos": (i * 37 % 100) / 100, "bm25": (i * 13 % 7) * 0.5, "fuzzy": (i % 3) * 0.2,
+             "rerank": (i * 11 % 10) / 10, "age": float(i * 5), "conf": 0.8, "kind": ["decision", "note"][i % 2],
+             "stale": i % 17 == 0} for i in range(60)]
+    f = frame(rows)
+    want = fuse(f, RecallConfig())  # warm: imports and compilation are not the path
+    got, path = follow(fuse, f, RecallConfig())
+    assert got.ids(f) == want.ids(f)
+    assert path.files[0] == path.files[-1] == "memofs/ranking/fusion.py"
+    assert path.returns <= most, path.files
+    assert path.entered["memofs/ranking/terms.py"] == 2, path.files  # the terms, then the rounding

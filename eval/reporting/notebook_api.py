@@ -46,7 +46,7 @@ import pandas as pd  # noqa: E402
 from memofs.ranking.config import RecallConfig  # noqa: E402
 from memofs.ranking.fusion import fuse  # noqa: E402
 from memofs.ranking.recall import explain_row  # noqa: E402
-from memofs.ranking.saturation import clamp01  # noqa: E402
+from memofs.ranking.terms import clamp01  # noqa: E402
 from memofs.signals.frame import SignalFrame  # noqa: E402
 from memofs_eval.scoring import metrics as M  # noqa: E402
 from memofs_eval._env import REPO, cache_root  # noqa: E402

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.fusion import fuse
 from memofs.ranking.pools import Fused
-from memofs.ranking.saturation import clamp01
+from memofs.ranking.terms import clamp01
 from memofs.signals.frame import SignalFrame
 
 SIGNALS: tuple[str, ...] = ("vector", "bm25", "fuzzy", "rerank", "recency", "confidence")

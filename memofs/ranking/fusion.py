@@ -27,9 +27,9 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
    ``default_confidence`` (upstream's lexical candidates carry neither, facts section 4).
 7. Anchor drift: ``final *= stale_penalty`` when an anchor drifted (``use_drift``); kind
    decay: ``*= unverified_penalty`` when ``age_days`` exceeds the kind's expiry floor
-   (``use_decay``, :func:`~memofs.ranking.pools.unverified`); penalties compound
+   (``use_decay``, :func:`~memofs.ranking.terms.unverified`); penalties compound
    (0.5 * 0.6 = 0.3). Supersession: ``*= superseded_penalty`` when another memory
-   supersedes this one (``use_supersession``, :func:`~memofs.ranking.pools.superseded`).
+   supersedes this one (``use_supersession``, :func:`~memofs.ranking.terms.superseded`).
    Vocabulary: :class:`~memofs.ranking.config.RecallConfig`.
 8. Round half up to ``round_decimals`` (upstream ``Math.round``); order by score descending, then id ascending; cut at K.
 
@@ -42,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.pools import Fused, Pools, confidence, lexical_saturated, pools, recency, round_half_up, superseded, unverified
-from memofs.ranking.saturation import clamp01
+from memofs.ranking.pools import Fused, Pools, pools
+from memofs.ranking.terms import candidate_terms, round_half_up
 from memofs.signals.frame import SignalFrame
 
 
@@ -59,27 +59,17 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         return fuse_learned(frame, cfg, k, candidates=candidates)
     pool = candidates if candidates is not None else pools(frame, cfg, k)
     rows, w, lex, member = pool.rows, pool.weights, pool.row_lexical, pool.member
-    cos = clamp01(frame.cosine[rows])
-    lex_sat = lexical_saturated(lex, frame.is_phrase[rows], cfg)
-    base0 = w.w_vec * cos + w.w_lex * lex_sat
+    t = candidate_terms(frame, rows, lex, cfg)  # steps 4-7's inputs, read once (memofs.ranking.terms)
+    base0 = w.w_vec * t.cosine + w.w_lex * t.lexical_saturated
     rr = frame.rerank[rows]
     if w.rerank_blend > 0:
-        base = (1.0 - w.rerank_blend) * base0 + w.rerank_blend * clamp01(rr)
+        base = (1.0 - w.rerank_blend) * base0 + w.rerank_blend * t.rerank
     else:
         base = base0
-    age = frame.age_days[rows]
-    if cfg.neutral_recency_confidence:  # upstream's lexical candidates: no timestamp, no confidence
-        rec = np.full(rows.size, 0.5)
-        conf = np.full(rows.size, cfg.default_confidence)  # validated in [0, 1]
-    else:
-        rec = recency(age, cfg.half_life_days)
-        conf = confidence(frame.confidence[rows], cfg.default_confidence)
+    rec, conf, stale, unverified_rows, superseded_rows = t.recency, t.confidence, t.stale, t.unverified, t.superseded
     composite = w.w_relevance * base + w.w_recency * rec + w.w_confidence * conf
-    stale = frame.stale[rows] & cfg.use_drift
-    unverified_rows = unverified(age, frame.kind[rows], cfg)
     stale_factor = np.where(stale, cfg.stale_penalty, 1.0)
     unverified_factor = np.where(unverified_rows, cfg.unverified_penalty, 1.0)
-    superseded_rows = superseded(frame, rows, cfg)
     superseded_factor = np.where(superseded_rows, cfg.superseded_penalty, 1.0)
     factor = stale_factor * unverified_factor * superseded_factor
     final = round_half_up(composite * factor, cfg.round_decimals)
@@ -88,7 +78,7 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
         "bm25": frame.bm25[rows],
         "fuzzy": frame.fuzzy[rows],
         "lexical": lex,
-        "lexical_saturated": lex_sat,
+        "lexical_saturated": t.lexical_saturated,
         "cosine": frame.cosine[rows],
         "rerank": rr,
         "base_before_rerank": base0,

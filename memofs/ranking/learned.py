@@ -39,8 +39,8 @@ from numpy.typing import NDArray
 from memofs.files import safe_json
 from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS, RecallConfig
-from memofs.ranking.pools import Fused, confidence, lexical_score, pools, recency, round_half_up, unverified
-from memofs.ranking.saturation import clamp01, saturate
+from memofs.ranking.pools import Fused, lexical_score, pools
+from memofs.ranking.terms import clamp01, confidence, recency, round_half_up, saturate, unverified
 from memofs.signals.frame import ContextColumns, SignalFrame
 from memofs.text.tokenize import tokenize_simple
 
@@ -248,8 +248,8 @@ def features(frame: SignalFrame, rows: NDArray[np.int64], member: dict[str, NDAr
     (``member``: pool membership per candidate, as returned by :func:`memofs.ranking.pools.pools`).
 
     The formula's terms are the fusion's own (:func:`~memofs.ranking.pools.lexical_score`,
-    :func:`~memofs.ranking.pools.recency`, :func:`~memofs.ranking.pools.confidence`,
-    :func:`~memofs.ranking.pools.unverified`, saturation), computed under
+    :func:`~memofs.ranking.terms.recency`, :func:`~memofs.ranking.terms.confidence`,
+    :func:`~memofs.ranking.terms.unverified`, saturation), computed under
     :meth:`FeatureParams.config`: the model's constants with ``cfg``'s switches (default:
     every signal on), so a signal switched off (``use_bm25``, ``use_fuzzy``, ``use_decay``)
     is 0 in every feature built on it."""

@@ -15,26 +15,21 @@ compiled in one pass over the frame (:mod:`memofs.ranking.pool_kernel`) where
 :func:`memofs.signals.kernels.compiled` says so; the two are tested equal, ties included.
 
 The records here (:class:`Weights`, :class:`Fused`, :class:`Pools`) are what both fusions
-return, and the per-candidate terms here (:func:`lexical_score`, :func:`lexical_saturated`,
-:func:`recency`, :func:`confidence`, :func:`unverified`, :func:`superseded`,
-:func:`round_half_up`) are what both fusions compute from a frame: one definition each, so
-the learned features are the formula's own terms.
+return; the per-candidate terms they compute from a pool are :mod:`memofs.ranking.terms`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.files.records import MEMORY_KINDS
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.saturation import clamp01, saturate
 from memofs.signals import kernels
-from memofs.signals.frame import OTHER_KIND, SignalFrame
+from memofs.signals.frame import SignalFrame
 
 
 @dataclass(frozen=True)
@@ -98,13 +93,6 @@ class Pools:
         return iter((self.rows, self.weights, self.lexical, self.member))
 
 
-def round_half_up(x: NDArray[np.float64], decimals: int) -> NDArray[np.float64]:
-    """``floor(x * 10**d + 0.5) / 10**d``: upstream's ``Math.round(x * 1e4) / 1e4`` (halves
-    go up), not numpy's round-half-even (facts sheet, "Final score")."""
-    scale = 10.0**decimals
-    return np.floor(np.asarray(x, dtype=np.float64) * scale + 0.5) / scale
-
-
 # which of bm25 and fuzzy the lexical score sums (pool_kernel's mode codes)
 _LEX_NONE, _LEX_BM25, _LEX_FUZZY, _LEX_BOTH = 0, 1, 2, 3
 
@@ -128,52 +116,6 @@ def lexical_values(bm25: NDArray[np.float64], fuzzy: NDArray[np.float64], mode: 
 def lexical_score(frame: SignalFrame, cfg: RecallConfig) -> NDArray[np.float64]:
     """``use_bm25 * bm25 + use_fuzzy * fuzzy_boost * fuzzy`` (step 1)."""
     return lexical_values(frame.bm25, frame.fuzzy, _lex_mode(cfg), cfg.fuzzy_boost)
-
-
-def lexical_saturated(lexical: NDArray[np.float64], is_phrase: NDArray[np.bool_], cfg: RecallConfig) -> NDArray[np.float64]:
-    """``clamp01(saturate(lexical, saturation_c))`` (spec "Fusion"); a phrase-scan block's
-    score (block score / 10) is only clamped to [0, 1], as upstream's merge does (facts
-    sheet section 2: "not clamped here; the merge clamps it")."""
-    sat = clamp01(saturate(lexical, cfg.saturation_c))
-    return np.where(is_phrase, clamp01(lexical), sat) if is_phrase.any() else sat
-
-
-def superseded(frame: SignalFrame, rows: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
-    """Supersession's test: ``rows`` whose memory another memory supersedes (the frame's
-    ``superseded`` column), when ``cfg.use_supersession``; fusion multiplies them by
-    ``cfg.superseded_penalty``."""
-    return frame.superseded[rows] & cfg.use_supersession
-
-
-def recency(age_days: NDArray[np.float64], half_life_days: float) -> NDArray[np.float64]:
-    """``0.5 ** (age_days / half_life)`` (spec "Fusion"); ages clamp at 0; a missing age
-    (NaN) gives 0.5; a half-life of 0 gives 1 (upstream)."""
-    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
-    out = np.ones_like(age) if half_life_days <= 0 else np.power(0.5, age / half_life_days)
-    return np.where(np.isnan(age), 0.5, out)
-
-
-def confidence(raw: NDArray[np.float64], default: float) -> NDArray[np.float64]:
-    """``clamp01(confidence)``, ``default`` where it was not given (NaN) (upstream ``readConfidence``)."""
-    return clamp01(np.where(np.isnan(raw), default, raw))
-
-
-@lru_cache(maxsize=64)
-def _expiry_floors(items: tuple[tuple[str, float], ...]) -> NDArray[np.float64]:
-    """Expiry floor in days per kind code (infinite for a kind without one)."""
-    table = dict(items)
-    floors = np.full(OTHER_KIND + 1, np.inf)
-    for i, kind in enumerate(MEMORY_KINDS):
-        floors[i] = table.get(kind, np.inf)
-    return floors
-
-
-def unverified(age_days: NDArray[np.float64], kind: NDArray[np.int64], cfg: RecallConfig) -> NDArray[np.bool_]:
-    """Kind decay's test (vocabulary: :class:`RecallConfig`): *unverified* = older than its
-    kind's expiry floor (``cfg.kind_expiry_days``), when ``cfg.use_decay``; a missing age
-    (NaN) never is."""
-    floors = _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))
-    return (np.asarray(age_days) > floors[kind]) & cfg.use_decay
 
 
 def _weights(frame: SignalFrame, cfg: RecallConfig, any_vec: bool, any_lex: bool) -> tuple[float, float, str]:
