@@ -21,7 +21,11 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memofs.files.records import GRAPH_STATUSES, MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
+from memofs.files import memory_lines
+from memofs.files.jsonl import compact
+from memofs.files.memory_lines import memory_to_json
+from memofs.files.records import GRAPH_STATUSES, MEMORY_KINDS, Anchor, GraphEdge, GraphNode, InvalidInputError, Memory
+from memofs.files.timestamps import format_iso, parse_iso
 
 TASK_TYPES: tuple[str, ...] = ("coding", "debug", "refactor", "docs", "general")
 QUERY_CATEGORIES: tuple[str, ...] = (
@@ -41,6 +45,10 @@ CHANGE_KINDS: tuple[str, ...] = ("modified", "deleted")
 KIND_EXPIRY_DAYS: dict[str, int] = {"decision": 365, "constraint": 180, "preference": 90, "note": 30}
 """Age floors (days at ``as_of``) past which the pipeline marks a memory "unverified" (score x0.6)."""
 MAX_RELEVANCE = 3
+FORMAT = 2
+"""``format`` of ``dataset.toml``: 2 (written since issue 35) stores ``memories.jsonl`` in the
+store's dialect (:mod:`memofs.files.memory_lines`); 1 (the key absent) nests a memory's
+metadata under ``"metadata"``."""
 
 DATASET_TOML = "dataset.toml"
 MEMORIES = "memories.jsonl"
@@ -125,28 +133,6 @@ class DatasetError(ValueError):
 
 
 # --------------------------------------------------------------------------- dates
-
-
-def parse_iso(value: Any) -> datetime:
-    """Parse an ISO 8601 timestamp that carries a timezone; raise ``ValueError`` otherwise."""
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from None
-    else:
-        raise ValueError(f"expected an ISO 8601 string, got {type(value).__name__}")
-    if dt.tzinfo is None or dt.utcoffset() is None:
-        raise ValueError(f"timestamp has no timezone (naive datetimes are ambiguous): {value!r}")
-    return dt
-
-
-def format_iso(dt: datetime) -> str:
-    """ISO 8601 with ``Z`` for UTC, the offset otherwise (the offset is preserved on round trip)."""
-    text = dt.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 def _utc(dt: datetime | None) -> str | None:
@@ -264,7 +250,7 @@ class Dataset:
     def _canonical_records(self) -> Iterator[Any]:
         yield {"as_of": _utc(self.as_of), "source_tree": None if self.source_tree is None else self.source_tree.as_posix()}
         for m in self.memories:
-            yield {"memory": {**memory_to_json(m), "created_at": _utc(m.created_at)}}
+            yield {"memory": {**memory_lines.nested_line(m), "created_at": _utc(m.created_at)}}
         for q in self.queries:
             yield {"query": {**query_to_json(q), "as_of": _utc(q.as_of)}}
         for qid in sorted(self.qrels):
@@ -284,35 +270,6 @@ class Dataset:
 
 
 # --------------------------------------------------------------------------- serialisation
-
-
-def memory_to_json(m: Memory) -> dict[str, Any]:
-    """The ``memories.jsonl`` object of a memory; optional fields are omitted when empty."""
-    out: dict[str, Any] = {"id": m.id, "text": m.text, "kind": m.kind,
-                           "created_at": None if m.created_at is None else format_iso(m.created_at)}
-    if m.confidence is not None:
-        out["confidence"] = m.confidence
-    out["namespace"] = m.namespace
-    if m.tags:
-        out["tags"] = list(m.tags)
-    if m.anchors:
-        out["anchors"] = [_anchor_to_json(a) for a in m.anchors]
-    if m.supersedes:
-        out["supersedes"] = list(m.supersedes)
-    meta = dict(m.metadata)
-    entities = meta.pop("entities", ())
-    if entities:
-        out["entities"] = list(entities)
-    if meta:
-        out["metadata"] = meta
-    return out
-
-
-def _anchor_to_json(a: Anchor) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": a.path, "sha256": a.sha256}
-    if a.lines is not None:
-        out["lines"] = list(a.lines)
-    return out
 
 
 def query_to_json(q: Query) -> dict[str, Any]:
@@ -385,6 +342,7 @@ def _write_into(ds: Dataset, out: Path) -> None:
     lines = [f"name = {_toml_str(ds.name)}", f"version = {_toml_str(ds.version)}",
              f"as_of = {_toml_str(format_iso(ds.as_of))}", f"licence = {_toml_str(ds.licence)}",
              f"description = {_toml_str(ds.description)}"]
+    lines.append(f"format = {FORMAT}")
     if _is_public(ds):
         lines.append("public = true")
     if ds.source_tree is not None:
@@ -395,7 +353,8 @@ def _write_into(ds: Dataset, out: Path) -> None:
     for c in ds.changes:
         lines += ["", "[[changes]]"] + [f"{k} = {_toml_str(v)}" for k, v in change_to_json(c).items()]
     (out / DATASET_TOML).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / MEMORIES).write_text(_jsonl(memory_to_json(m) for m in ds.memories), encoding="utf-8")
+    # the store's own lines (memofs.files.memory_lines), so either reads the other's file
+    (out / MEMORIES).write_text("".join(compact(memory_to_json(m)) + "\n" for m in ds.memories), encoding="utf-8")
     (out / QUERIES).write_text(_jsonl(query_to_json(q) for q in ds.queries), encoding="utf-8")
     with open(out / QRELS, "w", encoding="utf-8") as f:
         for qid, judged in ds.qrels.items():
@@ -489,7 +448,7 @@ class _Obj:
             return None
         try:
             return parse_iso(v)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             self.bad(key, str(exc))
             return None
 
@@ -548,7 +507,7 @@ def load_dataset(path: str | os.PathLike, *, public: bool | None = None) -> Data
             issues.add(name, None, "file", "missing required file")
     issues.raise_if_any()
 
-    memories, mem_lines, entities = _load_memories(root, issues, public)
+    memories, mem_lines, entities = _load_memories(root, issues, public, nested=header.get("format") == 1)
     nodes, edges = _load_graph(root, issues)
     node_ids = {n.id for n in nodes}
     for m in memories:
@@ -623,7 +582,7 @@ def _load_toml(root: Path, issues: _Issues, public: bool | None) -> dict[str, An
         m = re.search(r"line (\d+)", str(exc))
         raise DatasetError(root / f, int(m.group(1)) if m else None, "toml", f"invalid TOML: {exc}") from None
     out: dict[str, Any] = {}
-    allowed = ("name", "version", "as_of", "licence", "description", "public", "source_tree", "changes")
+    allowed = ("name", "version", "as_of", "licence", "description", "format", "public", "source_tree", "changes")
     for key in data:
         if key not in allowed:
             issues.add(f, _toml_key_line(text, key), key, f"unknown key (allowed: {', '.join(allowed)})")
@@ -640,8 +599,13 @@ def _load_toml(root: Path, issues: _Issues, public: bool | None) -> dict[str, An
     else:
         try:
             out["as_of"] = parse_iso(data["as_of"])
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             issues.add(f, _toml_key_line(text, "as_of"), "as_of", str(exc))
+    fmt = data.get("format", 1)
+    if fmt not in (1, FORMAT) or isinstance(fmt, bool):
+        issues.add(f, _toml_key_line(text, "format"), "format", f"expected 1 or {FORMAT}, got {fmt!r}")
+        fmt = FORMAT
+    out["format"] = fmt
     pub = data.get("public", False)
     if not isinstance(pub, bool):
         issues.add(f, _toml_key_line(text, "public"), "public", "expected true or false")
@@ -689,7 +653,7 @@ def _load_toml(root: Path, issues: _Issues, public: bool | None) -> dict[str, An
             if key == "date":
                 try:
                     vals[key] = parse_iso(v)
-                except ValueError as exc:
+                except (TypeError, ValueError) as exc:
                     issues.add(f, line(key), f"changes[{i}].date", str(exc))
                 continue
             if not isinstance(v, str) or not v.strip():
@@ -712,14 +676,17 @@ _MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "namespace",
                   "supersedes", "entities", "metadata")
 
 
-def _load_memories(root: Path, issues: _Issues, public: bool
+def _load_memories(root: Path, issues: _Issues, public: bool, nested: bool
                    ) -> tuple[list[Memory], dict[str, int], dict[str, tuple[str, ...]]]:
+    """The memories of ``memories.jsonl``: the store's dialect, or with ``nested`` (format 1)
+    the older one (:mod:`memofs.files.memory_lines`); every defect reported with its line."""
     memories: list[Memory] = []
     lines: dict[str, int] = {}
     entities: dict[str, tuple[str, ...]] = {}
     for no, obj in _read_jsonl(root / MEMORIES, MEMORIES, issues):
         o = _Obj(obj, MEMORIES, no, issues)
-        o.only(_MEMORY_FIELDS)
+        if nested:
+            o.only(_MEMORY_FIELDS)
         mid = o.str("id")
         if mid is not None and mid in lines:
             o.bad("id", f"duplicate memory id {mid!r} (first on line {lines[mid]})")
@@ -737,7 +704,12 @@ def _load_memories(root: Path, issues: _Issues, public: bool
         supersedes = o.str_list("supersedes")
         ents = o.str_list("entities")
         meta = obj.get("metadata", {})
-        if not isinstance(meta, dict):
+        if not nested:
+            try:
+                meta = memory_lines.line_metadata(obj, nested=False)
+            except InvalidInputError as exc:
+                o.bad("metadata", str(exc))
+        elif not isinstance(meta, dict):
             o.bad("metadata", "expected a JSON object")
         elif "entities" in meta:
             o.bad("metadata", "'entities' is a top-level field, not metadata")
@@ -746,7 +718,7 @@ def _load_memories(root: Path, issues: _Issues, public: bool
                 lines[mid] = no  # known id: later references to it are not reported as unknown
             continue
         lines[mid] = no
-        metadata = dict(meta)
+        metadata = {k: v for k, v in meta.items() if k != "entities"}
         if ents:
             metadata["entities"] = ents
             entities[mid] = ents

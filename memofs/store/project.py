@@ -63,12 +63,13 @@ import numpy as np
 from filelock import FileLock
 from numpy.typing import NDArray
 
-from memofs.files import safe_json, secrets
+from memofs.files import memory_lines, safe_json, secrets
 from memofs.files.atomic import atomic_write_text
 from memofs.files.jsonl import (AppendCursor, FileKey, append_bytes, append_line, compact, derived_appends, file_key, fsync_file,
                                 repair_tail, tail_lines)
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import Cached, MemoriesSidecar
+from memofs.files.memory_lines import MAX_TAGS, MAX_TEXT_CHARS, memory_to_json
 from memofs.files.memory_table import MemoryTable
 from memofs.files.sidecar import PrefixStamp, sha256_column
 from memofs.files.timestamps import iso, parse_iso
@@ -85,11 +86,9 @@ from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
 log = logging.getLogger("memofs.store")
 
 CORE_TEMPLATE = "# Core Memory\n\n## Identity\n\n## Stable Facts\n\n## Preferences\n\n## Constraints\n"
-MAX_TEXT_CHARS = 100_000
 MAX_QUERY_CHARS = 4096
 """Longest recall/context query, the CLI's and the MCP server's (a query is a question, not
 a document; the bound keeps one call's lexical work small)."""
-MAX_TAGS = 50
 TAG_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._:-]{0,127}")
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}")
 SUMMARY_CHARS = 160
@@ -99,9 +98,6 @@ DERIVED_CHECKPOINT_WRITES = 64  # remembers between checkpoints of the derived f
 SIDECAR_REFRESH_LINES = 1000  # appended lines parsed on a start before the memories sidecar is rewritten
 
 _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
-_EXTRA_ARGS = {"title": "title", "source": "source", "writer": "writer", "sourceRefs": "source_refs",
-               "metadata": "metadata"}
-_MEMORY_FIELDS = ("id", "text", "kind", "created_at", "confidence", "tags", "namespace", "anchors", "supersedes")
 
 
 class StoreError(RuntimeError):
@@ -173,72 +169,13 @@ def fnv1a32(text: str) -> str:
     return f"{h:08x}"
 
 
-def memory_to_json(m: Memory) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "text": m.text,
-        "kind": m.kind,
-        "created_at": iso(m.created_at) if m.created_at else None,
-        "confidence": m.confidence,
-        "tags": list(m.tags),
-        "namespace": m.namespace,
-        "anchors": [{"path": a.path, "sha256": a.sha256} for a in m.anchors],
-        "supersedes": list(m.supersedes),
-        # upstream's remember fields (title, source, sourceRefs, metadata) and any other
-        # key the line was read with: written back as they came, never dropped
-        **{k: v for k, v in m.metadata.items() if k not in _MEMORY_FIELDS},
-    }
-
-
 def memory_from_json(row: dict[str, Any], where: str) -> Memory:
-    """Validate one memories.jsonl row; errors name ``where`` (file:line) and the field."""
-
-    def bad(fld: str, why: str) -> StoreError:
-        return StoreError(f"{where}: field {fld!r} {why}")
-
-    for fld in ("id", "text"):
-        if not isinstance(row.get(fld), str) or not row[fld]:
-            raise bad(fld, "is missing or not a non-empty string")
-    if len(row["text"]) > MAX_TEXT_CHARS:
-        raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
-    kind = row.get("kind", "note")
-    if not isinstance(kind, str) or kind not in MEMORY_KINDS:
-        raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
-    created = row.get("created_at")
+    """Validate one memories.jsonl row (:func:`memofs.files.memory_lines.memory_from_json`);
+    a refusal raises :class:`StoreError` naming ``where`` (file:line) and the field."""
     try:
-        created_at = parse_iso(created) if created is not None else None
-    except (TypeError, ValueError) as exc:
-        raise bad("created_at", f"is not an ISO timestamp with timezone ({exc})") from None
-    conf = row.get("confidence")
-    if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1):
-        raise bad("confidence", f"must be a number in [0, 1] or null; got {conf!r}")
-    tags = row.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > MAX_TAGS:
-        raise bad("tags", f"must be a list of at most {MAX_TAGS} strings")
-    ns = row.get("namespace", "default")
-    if not isinstance(ns, str) or not ns:
-        raise bad("namespace", "must be a non-empty string")
-    anchors = []
-    raw_anchors = row.get("anchors", [])
-    if not isinstance(raw_anchors, list):
-        raise bad("anchors", "must be a list")
-    for j, a in enumerate(raw_anchors):
-        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not isinstance(a.get("sha256"), str):
-            raise bad(f"anchors[{j}]", "must be an object with string 'path' and 'sha256'")
-        anchors.append(Anchor(a["path"], a["sha256"]))
-    sup = row.get("supersedes", [])
-    if not isinstance(sup, list) or not all(isinstance(s, str) for s in sup):
-        raise bad("supersedes", "must be a list of strings")
-    extra = {k: v for k, v in row.items() if k not in _MEMORY_FIELDS}
-    try:
-        extra.update(memory_extras(**{_EXTRA_ARGS[k]: v for k, v in extra.items() if k in _EXTRA_ARGS}))
-    except InvalidInputError as exc:
-        raise StoreError(f"{where}: {exc}") from None
-    return Memory(
-        id=row["id"], text=row["text"], kind=kind, created_at=created_at,
-        confidence=None if conf is None else float(conf), namespace=ns, tags=tuple(tags),
-        anchors=tuple(anchors), supersedes=tuple(sup), metadata=extra,
-    )
+        return memory_lines.memory_from_json(row, where)
+    except memory_lines.MemoryLineError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def _load_hashes(cached: Cached, parsed: dict[str, Memory], moved: bool) -> NDArray[np.bytes_]:
@@ -655,7 +592,8 @@ class Store:
             while mem_id in existing:  # same text, same instant: still a new memory
                 salt += 1
                 mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
-            memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
+            # the line's timestamp is UTC (upstream's toISOString shape) whatever offset ``now`` had
+            memory = Memory(id=mem_id, text=text, kind=kind, created_at=when.astimezone(timezone.utc), confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
             data = (compact(memory_to_json(memory)) + "\n").encode("utf-8")
             after = append_bytes(p.memories, data)  # the acknowledged record: fsynced
