@@ -54,7 +54,8 @@ def extraction_code_hash() -> str:
             h.update(p.relative_to(_MEMOFS).as_posix().encode())
             h.update(digest(p).encode())  # comments and docstrings never invalidate a cache
     # how corpora, scopes and graphs are built from a dataset shapes the frames too
-    for p in (Path(__file__), Path(dataset_format.__file__)):
+    fmt = Path(dataset_format.__file__).parent  # the format's modules (format.py re-exports them)
+    for p in (Path(__file__), *(fmt / f"{m}.py" for m in ("format", "dataset", "loader", "validation", "writer"))):
         h.update(p.name.encode())
         h.update(digest(p).encode())
     return h.hexdigest()[:16]
