@@ -40,7 +40,7 @@ COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "a
 #: :class:`ContextColumns` fields, stored once per scope (they do not depend on the query)
 CONTEXT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ContextColumns))
 _MEMOFS = Path(__file__).resolve().parents[1] / "memofs"
-RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py"})  # applied live, never cached
+RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py", "learned_features.py", "learned_model.py", "query_cues.py"})  # applied live, never cached
 
 
 def extraction_code_hash() -> str:
