@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memofs.files import secrets
 from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, memory_extras
 from memofs.files.timestamps import format_iso, parse_iso
 
@@ -89,8 +90,6 @@ def memory_from_json(row: dict[str, Any], where: str) -> Memory:
         raise bad("text", f"has {len(row['text'])} characters; the limit is {MAX_TEXT_CHARS}")
     kind = row.get("kind", "note")
     if not isinstance(kind, str) or kind not in MEMORY_KINDS:
-        from memofs.files import secrets
-
         raise bad("kind", f"must be one of {', '.join(MEMORY_KINDS)}; got {secrets.shown(kind)}")
     created = row.get("created_at")
     try:
