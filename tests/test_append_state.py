@@ -14,7 +14,7 @@ import pytest
 
 from memofs.files import jsonl
 from memofs.files.jsonl import AppendCursor, append_lines
-from memofs.store import project
+from memofs.store import directory
 from memofs.store.project import DERIVED_CHECKPOINT_WRITES, Store
 
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
@@ -52,8 +52,8 @@ def test_advance_counts_an_own_append_and_nothing_else(tmp_path: Path) -> None:
 def test_an_unchanged_file_skips_the_tail_repair_and_a_changed_one_does_not(store: Store, monkeypatch) -> None:
     store.remember("first memory about Postgres", now=T0)
     repaired: list[str] = []
-    real = project.repair_tail
-    monkeypatch.setattr(project, "repair_tail", lambda path, tmp: repaired.append(path.name) or real(path, tmp))
+    real = directory.repair_tail
+    monkeypatch.setattr(directory, "repair_tail", lambda path, tmp: repaired.append(path.name) or real(path, tmp))
     store.remember("second memory about Redis", now=T0 + timedelta(seconds=1))
     assert repaired == []  # both files are as this process's last append left them
     with open(store.paths.memories, "ab") as fh:  # a dead writer's torn line

@@ -20,7 +20,8 @@ PACKAGES = {"memofs": ROOT / "memofs", "memofs_eval": ROOT / "eval", "memofs_dat
 # memofs and the harness stage by folder; datasets (a flat package beside its data folders) by module.
 STAGES: dict[str, tuple[str, ...]] = {
     "memofs": ("text", "files", "signals", "graph", "ranking", "store", "surfaces"),
-    "memofs_datasets": ("format", "protocols", "texts", "shared", "beir", "locomo", "longmemeval", "trec"),
+    "memofs_datasets": ("dataset", "validation", "loader", "writer", "format", "protocols", "texts", "shared", "beir", "locomo",
+                        "longmemeval", "trec"),
     "memofs_eval": ("provenance", "execution", "inputs", "runs", "scoring", "experiments", "reporting", "studies",
                     "bench"),
 }

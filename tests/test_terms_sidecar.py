@@ -23,7 +23,7 @@ from memofs.signals.bm25 import BM25Index
 from memofs.signals.fuzzy import OverlapIndex, token_overlap
 from memofs.signals.term_counts import TermCounts
 from memofs.signals.terms_sidecar import TermsSidecar
-from memofs.store import project
+from memofs.store import directory
 from memofs.store.project import Store, rehydrate
 from memofs.text import tokenize as tokenize_module
 from memofs.text.tokenize import tokenize
@@ -242,7 +242,7 @@ def test_an_edited_text_makes_the_rows_from_it_on_stale(store: Store, monkeypatc
     assert naive_counts(tc) == [dict(Counter(tokenize(m.text))) for m in mems[:20]]
     assert tokenized_on_start(store, monkeypatch) == sorted(m.text.lower() for m in mems[20:])
     assert generation(store) == gen and answers(store) == reference(store, monkeypatch)
-    monkeypatch.setattr(project, "SIDECAR_REFRESH_LINES", 1)
+    monkeypatch.setattr(directory, "SIDECAR_REFRESH_LINES", 1)
     rehydrate(store)
     tc = held(store)
     assert generation(store) != gen and tc.ids == tuple(m.id for m in mems)

@@ -40,7 +40,7 @@ COLUMNS: tuple[str, ...] = ("order_key", "bm25", "fuzzy", "cosine", "rerank", "a
 #: :class:`ContextColumns` fields, stored once per scope (they do not depend on the query)
 CONTEXT_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ContextColumns))
 _MEMOFS = Path(__file__).resolve().parents[2] / "memofs"
-RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py"})  # applied live, never cached
+RECOMBINATION_ONLY = frozenset({"fusion.py", "learned.py", "learned_features.py", "learned_model.py", "query_cues.py"})  # applied live, never cached
 
 
 def extraction_code_hash() -> str:
@@ -54,7 +54,8 @@ def extraction_code_hash() -> str:
             h.update(p.relative_to(_MEMOFS).as_posix().encode())
             h.update(digest(p).encode())  # comments and docstrings never invalidate a cache
     # how corpora, scopes and graphs are built from a dataset shapes the frames too
-    for p in (Path(__file__), Path(dataset_format.__file__)):
+    fmt = Path(dataset_format.__file__).parent  # the format's modules (format.py re-exports them)
+    for p in (Path(__file__), *(fmt / f"{m}.py" for m in ("format", "dataset", "loader", "validation", "writer"))):
         h.update(p.name.encode())
         h.update(digest(p).encode())
     return h.hexdigest()[:16]

@@ -100,7 +100,13 @@ def train_lambdamart(blocks_: Sequence[Block], feature_names: Sequence[str], par
 
 
 def _code_hash() -> str:
-    return hashlib.sha256(inspect.getsource(L).encode()).hexdigest()[:12]
+    import memofs.ranking.learned_features as features_module
+    import memofs.ranking.learned_model as model_module
+    import memofs.ranking.query_cues as cues_module
+
+    # learned fusion's code is four modules since issue 35's split: all of them key the cache
+    return hashlib.sha256("".join(inspect.getsource(m) for m in (L, features_module, model_module, cues_module))
+                          .encode()).hexdigest()[:12]
 
 
 class Lab:

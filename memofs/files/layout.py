@@ -1,4 +1,4 @@
-"""Where a project's ``.memofs/`` store keeps each file (layout in :mod:`memofs.store.project`)."""
+"""Where a project's ``.memofs/`` store keeps each file (layout in :mod:`memofs.store.directory`)."""
 
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass, field, replace
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def note_to_memory(note: Note, where: str) -> Memory:
         secrets.check(note.content, note.title or "", *tags)  # what upstream's gate scans, plus tags
     except InvalidInputError as exc:
         raise StoreError(f"{at}: {exc}") from None
-    return Memory(id=mem_id, text=note.content, kind=note.kind, created_at=created, confidence=note.confidence,
+    return Memory(id=mem_id, text=note.content, kind=note.kind, created_at=created.astimezone(timezone.utc), confidence=note.confidence,
                   tags=tags, metadata=extras)
 
 
