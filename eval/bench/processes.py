@@ -51,6 +51,7 @@ EMBEDDERS: dict[str, dict[str, str]] = {"lexical": {"MEMOFS_EMBEDDER": "none"}, 
 class ProcessBenchConfig:
     sizes: tuple[int, ...] = (0, 100000)
     commands: tuple[str, ...] = tuple(COMMANDS)
+    embedders: tuple[str, ...] = tuple(EMBEDDERS)  # the peer (lexical) always runs
     calls: int = 3  # timed processes per cell, after one warm-up round
     encode_cap: int = 6000
     noise: float = 0.025
@@ -179,7 +180,8 @@ def bench(cfg: ProcessBenchConfig, roots: dict[int, Path]) -> list[Cell]:
     for n, root in roots.items():
         writable[n] = root.parent / f"{root.name}-remember" / root.name
         shutil.copytree(root, writable[n])
-    cells = {(c, n, e): Cell(c, n, e) for c in cfg.commands for n in cfg.sizes for e in EMBEDDERS}
+    embedders = list(dict.fromkeys(["lexical", "MiniLM (ONNX)", *cfg.embedders]))  # the peer and the default always run
+    cells = {(c, n, e): Cell(c, n, e) for c in cfg.commands for n in cfg.sizes for e in embedders}
     for i in range(cfg.calls + 1):  # round 0: warm-up (page cache, sidecars, model export)
         for (command, n, embedder), cell in cells.items():
             root = writable[n] if command == "remember" else roots[n]
@@ -254,9 +256,10 @@ def run(cfg: ProcessBenchConfig, quick: bool = False) -> Section:
     for command in cfg.commands:
         for n in cfg.sizes:
             m, lx = by[(command, n, "MiniLM (ONNX)")], by[(command, n, "lexical")]
-            st = by[(command, n, "MiniLM (sentence-transformers)")]
+            st = by.get((command, n, "MiniLM (sentence-transformers)"))
+            torch_cols = f"{st.wall:.2f} | {st.rss:.0f}" if st else "- | -"  # left out with --embedders
             lines.append(f"| {command} | {n:,} | {m.wall:.2f} | {lx.wall:.2f} | {m.wall - lx.wall:+.2f} | {m.rss:.0f} | "
-                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {st.wall:.2f} | {st.rss:.0f} |")
+                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {torch_cols} |")
             if n == max(cfg.sizes):
                 headline.append((f"`memofs {command}` process on {n:,} memories with MiniLM (ONNX)", f"{m.wall:.2f} s, {m.rss:.0f} MB",
                                  f"{lx.wall:.2f} s, {lx.rss:.0f} MB (lexical-only)", f"{m.wall - lx.wall:+.2f} s, {m.rss / lx.rss:.2f}x RSS"))
@@ -277,11 +280,13 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--calls", type=int, default=None, help="timed processes per cell (default 3)")
     ap.add_argument("--sizes", type=int, nargs="+", default=None)
     ap.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=None)
+    ap.add_argument("--embedders", nargs="+", choices=[e for e in EMBEDDERS if e != "lexical"], default=None,
+                    help="which to run beside lexical and MiniLM (ONNX), which always run (default: the torch path too, ~10 s a process)")
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-processes.md")
     a = ap.parse_args(argv)
     cfg = quick_config() if a.quick else ProcessBenchConfig()
     cfg = ProcessBenchConfig(sizes=tuple(a.sizes or cfg.sizes), commands=tuple(a.commands or COMMANDS),
-                             calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
+                             embedders=tuple(a.embedders or EMBEDDERS), calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
     return emit(run(cfg, a.quick), a.out)
 
 
