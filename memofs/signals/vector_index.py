@@ -65,7 +65,7 @@ def unit_rows(vectors: NDArray, dim: int) -> NDArray[np.float32]:
     return x
 
 
-SCAN_ROWS = 16384
+SCAN_ROWS = 4096
 """Rows of a memory-mapped matrix multiplied at a time (6 MiB at 384 floats): the map's pages
 are dropped after each block, so a scan holds one block, not the whole matrix, resident."""
 
