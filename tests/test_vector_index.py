@@ -130,6 +130,10 @@ def test_rows_of_and_row_scores_align_after_removals():
     got = idx.row_scores(q)[rows[[0, 2]]]
     qn = q / np.linalg.norm(q)
     np.testing.assert_allclose(got, [idx.vector("v5") @ qn, idx.vector("v0") @ qn], rtol=1e-6)
+    live = ["v0", "v2", "v3", "v5"]  # the index's own order after the removals (the fast path's case)
+    assert idx.rows_of(live).tolist() == [0, 1, 2, 3]
+    for r, id_ in zip(idx.rows_of(live).tolist(), live):
+        np.testing.assert_allclose(idx.row_scores(q)[r], idx.vector(id_) @ qn, rtol=1e-6)
 
 
 def _mapped_index(tmp_path, rows: np.ndarray) -> VectorIndex:

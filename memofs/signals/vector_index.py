@@ -304,6 +304,8 @@ class VectorIndex:
         upsert or removal."""
         if self._dead:
             self._compact()
+        if isinstance(ids, list) and ids == self._ids:  # the loaded order (a start's): row r is ids[r], no lookups
+            return np.arange(len(ids), dtype=np.int64)
         row = self._row
         return np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
 
