@@ -241,6 +241,9 @@ def test_processes_bench_quick(tmp_path):
     for command in COMMANDS:
         assert f"| {command} | 0 |" in text and f"| {command} | 300 |" in text
     assert "through ONNX Runtime" in text and "torch + sentence-transformers" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| recall | 300 |")).split("|")
+    cpu = float(row[6])  # MiniLM's CPU seconds (user + system), from the launcher's rusage
+    assert 0 < cpu and "load average" in text
 
 
 def test_install_sizes_sum_the_record_files():

@@ -53,7 +53,7 @@ def onnx(model_cache) -> OnnxMiniLMEmbedder:
 
 def _copy_cache(model_cache: Path, dest: Path) -> ModelFile:
     for f in model_cache.iterdir():
-        if f.suffix in (".onnx", ".json"):
+        if f.suffix in (".onnx", ".json", ".data"):
             shutil.copy2(f, dest / f.name)
     return ModelFile.for_source(default_model_path(), {CACHE_ENV: str(dest)})
 
@@ -101,26 +101,33 @@ def test_record_digest_is_the_files_sha256(model_cache):
     mf = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(model_cache)})
     rec = json.loads(mf.record.read_text())
     assert rec["sha256"] == file_sha256(mf.path) and rec["size"] == mf.path.stat().st_size
+    assert rec["data_sha256"] == file_sha256(mf.data) and rec["data_size"] == mf.data.stat().st_size
+    assert mf.data.stat().st_size > 80e6 > 1e6 > mf.path.stat().st_size  # the weights live in the mapped file
     assert mf.state(full=True) == "ok"
     assert not [p for p in model_cache.iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "flip-data", "truncate-data", "delete-data"])
 def test_corrupt_file_gives_one_line_naming_file_and_rebuild(model_cache, tmp_path, damage):
     mf = _copy_cache(model_cache, tmp_path)
-    raw = bytearray(mf.path.read_bytes())
-    if damage == "flip":
-        raw[len(raw) // 2] ^= 0xFF  # same size, one weight byte changed
+    bad = mf.data if damage.endswith("-data") else mf.path
+    raw = bytearray(bad.read_bytes())
+    if damage.startswith("flip"):
+        raw[len(raw) // 2] ^= 0xFF  # same size, one byte changed (of the weights, in the data file)
     else:
         raw = raw[: len(raw) // 3]
-    mf.path.write_bytes(bytes(raw))
+    if damage == "delete-data":
+        bad.unlink()
+    else:
+        bad.write_bytes(bytes(raw))
     assert mf.state() == "corrupt"
     emb = OnnxMiniLMEmbedder(env={CACHE_ENV: str(tmp_path)})
     with pytest.raises(EmbedderError) as err:
         emb.load()
     msg = str(err.value)
-    assert "\n" not in msg and str(mf.path) in msg and "memofs embedder build --force" in msg
-    assert mf.path.read_bytes() == bytes(raw)  # not silently replaced
+    assert "\n" not in msg and str(bad) in msg and "memofs embedder build --force" in msg
+    if damage != "delete-data":
+        assert bad.read_bytes() == bytes(raw)  # not silently replaced
 
 
 def test_interrupted_export_leaves_nothing(model_cache, tmp_path, monkeypatch):
@@ -160,7 +167,7 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
     assert sum(o[0].count("EXPORTED") for o in outs) == 1 and all("READY" in o[0] for o in outs)
     mf = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(tmp_path)})
     assert mf.state(full=True) == "ok"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mf.path.name, mf.record.name, mf.path.name + ".lock"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mf.path.name, mf.data.name, mf.record.name, mf.path.name + ".lock"])
 
 
 def test_selection_default_is_onnx_and_env_chooses_the_torch_path(model_cache):
@@ -277,12 +284,14 @@ def test_copied_file_is_checked_by_digest_once(model_cache, tmp_path):
     notes the new mtime; a damaged copy is refused however it got there."""
     src = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(model_cache)})
     shutil.copy(src.path, tmp_path / src.path.name)  # mtime of the copy, not the original's
+    shutil.copy(src.data, tmp_path / src.data.name)
     shutil.copy(src.record, tmp_path / src.record.name)
     mf = ModelFile.for_source(default_model_path(), {CACHE_ENV: str(tmp_path)})
     assert json.loads(mf.record.read_text())["mtime_ns"] != mf.path.stat().st_mtime_ns
     assert mf.state() == "ok"
     rec = json.loads(mf.record.read_text())
     assert rec["mtime_ns"] == mf.path.stat().st_mtime_ns and rec["sha256"] == file_sha256(mf.path)
+    assert rec["data_mtime_ns"] == mf.data.stat().st_mtime_ns and rec["data_sha256"] == file_sha256(mf.data)
 
 
 def test_cli_recall_with_a_corrupt_model_file_says_so_in_one_line(model_cache, tmp_path):
@@ -291,11 +300,11 @@ def test_cli_recall_with_a_corrupt_model_file_says_so_in_one_line(model_cache, t
     cache = tmp_path / "cache"
     cache.mkdir()
     mf = _copy_cache(model_cache, cache)
-    raw = bytearray(mf.path.read_bytes())
+    raw = bytearray(mf.data.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
-    mf.path.write_bytes(bytes(raw))
+    mf.data.write_bytes(bytes(raw))
     store, _, env = _small_store(tmp_path, cache, ("Use D1 for tenant metadata",))
     res = _cli(["--root", str(store), "recall", "-q", "tenant database"], env)
     assert res.returncode == 0 and "Use D1 for tenant metadata" in res.stdout
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and str(mf.path) in lines[0] and "memofs embedder build --force" in lines[0], res.stderr
+    assert len(lines) == 1 and str(mf.data) in lines[0] and "memofs embedder build --force" in lines[0], res.stderr

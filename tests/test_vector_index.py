@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memofs.signals import vector_index as vi
 from memofs.signals.vector_index import DimensionError, VectorIndex
 
 
@@ -128,3 +130,63 @@ def test_rows_of_and_row_scores_align_after_removals():
     got = idx.row_scores(q)[rows[[0, 2]]]
     qn = q / np.linalg.norm(q)
     np.testing.assert_allclose(got, [idx.vector("v5") @ qn, idx.vector("v0") @ qn], rtol=1e-6)
+    live = ["v0", "v2", "v3", "v5"]  # the index's own order after the removals (the fast path's case)
+    assert idx.rows_of(live).tolist() == [0, 1, 2, 3]
+    for r, id_ in zip(idx.rows_of(live).tolist(), live):
+        np.testing.assert_allclose(idx.row_scores(q)[r], idx.vector(id_) @ qn, rtol=1e-6)
+
+
+def _mapped_index(tmp_path, rows: np.ndarray) -> VectorIndex:
+    """An index over ``rows`` as a start adopts a sidecar's: a read-only ``np.load`` map."""
+    np.save(tmp_path / "unit.npy", rows)
+    idx = VectorIndex(rows.shape[1])
+    n = rows.shape[0]
+    idx.load_unit_rows([f"m{i:06d}" for i in range(n)], np.load(tmp_path / "unit.npy", mmap_mode="r"),
+                       np.zeros(n, dtype=np.int32), ["default"])
+    return idx
+
+
+def _mapped_resident_kb(path) -> int:
+    """Resident KiB of this process's maps of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        if "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.parametrize("n", [1000, vi.SCAN_ROWS, 3 * vi.SCAN_ROWS + 5])
+def test_mapped_scan_ranks_as_the_in_memory_index(tmp_path, n):
+    """The block-wise scan of a mapped matrix (issue 38) ranks exactly as the in-memory index
+    (one product) over the same unit rows: same ids in the same order for every query; the
+    scores are the same bits up to SCAN_ROWS rows and agree to float32 rounding above."""
+    rng = np.random.default_rng(n)
+    rows = vi.unit_rows(rng.standard_normal((n, 48)).astype(np.float32), 48)
+    mapped = _mapped_index(tmp_path, rows)
+    plain = VectorIndex(48)  # the same rows, bit for bit, in ordinary memory
+    plain.load_unit_rows([f"m{i:06d}" for i in range(n)], rows.copy(), np.zeros(n, dtype=np.int32), ["default"])
+    for q in rng.standard_normal((5, 48)).astype(np.float32):
+        got, want = mapped.search(q, 50), plain.search(q, 50)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        s_map, s_plain = mapped.row_scores(q), plain.row_scores(q)
+        if n <= vi.SCAN_ROWS:
+            assert np.array_equal(s_map, s_plain)
+        else:
+            np.testing.assert_allclose(s_map, s_plain, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(s_map, rows.astype(np.float64) @ (q / np.linalg.norm(q)).astype(np.float64),
+                                       rtol=0, atol=1e-5)  # a float64 cosine: independent truth
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_mapped_scan_leaves_at_most_one_block_resident(tmp_path):
+    """After the load's unit check and a query, the map holds at most one scan block in
+    this process's resident set, not the whole matrix (the pages stay in the page cache)."""
+    n, dim = 4 * vi.SCAN_ROWS, 64
+    rows = vi.unit_rows(np.random.default_rng(0).standard_normal((n, dim)).astype(np.float32), dim)
+    idx = _mapped_index(tmp_path, rows)
+    idx.search(rows[123], 5)
+    whole_kb = n * dim * 4 // 1024
+    assert _mapped_resident_kb(tmp_path / "unit.npy") <= vi.SCAN_ROWS * dim * 4 // 1024 + 8 < whole_kb
+    assert idx.search(rows[123], 1)[0][0] == "m000123"  # the dropped pages read back as they were

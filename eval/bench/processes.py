@@ -51,6 +51,7 @@ EMBEDDERS: dict[str, dict[str, str]] = {"lexical": {"MEMOFS_EMBEDDER": "none"}, 
 class ProcessBenchConfig:
     sizes: tuple[int, ...] = (0, 100000)
     commands: tuple[str, ...] = tuple(COMMANDS)
+    embedders: tuple[str, ...] = tuple(EMBEDDERS)  # the peer (lexical) always runs
     calls: int = 3  # timed processes per cell, after one warm-up round
     encode_cap: int = 6000
     noise: float = 0.025
@@ -64,6 +65,7 @@ class Cell:
     embedder: str
     wall_s: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)  # user + system of the process: what the load does not inflate
 
     @property
     def wall(self) -> float:
@@ -72,6 +74,10 @@ class Cell:
     @property
     def rss(self) -> float:
         return statistics.median(self.rss_mb)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpu_s)
 
 
 def _wait(proc: subprocess.Popen, timeout: float = 120.0) -> int:
@@ -112,13 +118,14 @@ _LAUNCH = (
     "if pid == 0:\n"
     "    os.execv(sys.argv[2], sys.argv[2:])\n"
     "_, status, usage = os.wait4(pid, 0)\n"
-    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "open(sys.argv[1], 'w').write(f'{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}')\n"
     "sys.exit(os.waitstatus_to_exitcode(status))\n"
 )
 
 
-def run_once(command: str, root: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds (for MCP: until the recall's answer arrives) and peak RSS (MB) of one process."""
+def run_once(command: str, root: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds (for MCP: until the recall's answer arrives), peak RSS (MB) and CPU seconds
+    (user + system, to its exit) of one process."""
     rss_file = root.parent / "maxrss"
     argv = [sys.executable, "-S", "-I", "-c", _LAUNCH, str(rss_file), *MEMOFS, "--root", str(root), *COMMANDS[command]]
     t = time.perf_counter()
@@ -148,7 +155,8 @@ def run_once(command: str, root: Path, env: dict[str, str]) -> tuple[float, floa
     if code != 0:
         tail = (err or out).decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
         raise RuntimeError(f"`memofs {command}` on {root} failed (exit {code}): {tail[0]}")
-    return wall, int(rss_file.read_text()) / 1024  # Linux: KiB
+    maxrss, cpu = rss_file.read_text().split()
+    return wall, int(maxrss) / 1024, float(cpu)  # Linux: KiB
 
 
 def build_stores(cfg: ProcessBenchConfig, tmp: Path) -> dict[int, Path]:
@@ -179,14 +187,16 @@ def bench(cfg: ProcessBenchConfig, roots: dict[int, Path]) -> list[Cell]:
     for n, root in roots.items():
         writable[n] = root.parent / f"{root.name}-remember" / root.name
         shutil.copytree(root, writable[n])
-    cells = {(c, n, e): Cell(c, n, e) for c in cfg.commands for n in cfg.sizes for e in EMBEDDERS}
+    embedders = list(dict.fromkeys(["lexical", "MiniLM (ONNX)", *cfg.embedders]))  # the peer and the default always run
+    cells = {(c, n, e): Cell(c, n, e) for c in cfg.commands for n in cfg.sizes for e in embedders}
     for i in range(cfg.calls + 1):  # round 0: warm-up (page cache, sidecars, model export)
         for (command, n, embedder), cell in cells.items():
             root = writable[n] if command == "remember" else roots[n]
-            wall, rss = run_once(command, root, {**base, **EMBEDDERS[embedder]})
+            wall, rss, cpu = run_once(command, root, {**base, **EMBEDDERS[embedder]})
             if i:
                 cell.wall_s.append(wall)
                 cell.rss_mb.append(rss)
+                cell.cpu_s.append(cpu)
     return list(cells.values())
 
 
@@ -234,7 +244,10 @@ def install_sizes() -> list[tuple[str, float, list[str]]]:
 
 def run(cfg: ProcessBenchConfig, quick: bool = False) -> Section:
     with tempfile.TemporaryDirectory() as tmp:
-        cells = bench(cfg, build_stores(cfg, Path(tmp)))
+        roots = build_stores(cfg, Path(tmp))
+        load_before = os.getloadavg()[0]
+        cells = bench(cfg, roots)
+        load_after = os.getloadavg()[0]
     by = {(c.command, c.n, c.embedder): c for c in cells}
     lines = ["(--quick smoke sizes, not a measurement)\n"] if quick else []
     lines += [
@@ -245,18 +258,22 @@ def run(cfg: ProcessBenchConfig, quick: bool = False) -> Section:
         "(`MEMOFS_EMBEDDER=sentence-transformers`, same vectors). `mcp first answer`: `memofs mcp` started, initialized and "
         "answering one `memofs.recall` over stdio. `remember` does not embed (the next recall does). Targets (issue 38): "
         "recall on 100k <= 1.0 s and <= lexical + 0.35 s; context and remember within 0.35 s of lexical; recall's peak RSS "
-        "on 100k <= 1.5x lexical.", "",
-        "| command | memories | MiniLM s | lexical s | MiniLM - lexical s | MiniLM MB | lexical MB | RSS ratio | "
-        "sentence-transformers s | sentence-transformers MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "on 100k <= 1.5x lexical. CPU s: user + system time of the process (wall time is inflated by other work on the "
+        f"machine; 1-minute load average {load_before:.1f} before the timed rounds, {load_after:.1f} after, on "
+        f"{os.cpu_count()} CPUs).", "",
+        "| command | memories | MiniLM s | lexical s | MiniLM - lexical s | MiniLM CPU s | lexical CPU s | MiniLM MB | "
+        "lexical MB | RSS ratio | sentence-transformers s | sentence-transformers MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     headline = []
     for command in cfg.commands:
         for n in cfg.sizes:
             m, lx = by[(command, n, "MiniLM (ONNX)")], by[(command, n, "lexical")]
-            st = by[(command, n, "MiniLM (sentence-transformers)")]
-            lines.append(f"| {command} | {n:,} | {m.wall:.2f} | {lx.wall:.2f} | {m.wall - lx.wall:+.2f} | {m.rss:.0f} | "
-                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {st.wall:.2f} | {st.rss:.0f} |")
+            st = by.get((command, n, "MiniLM (sentence-transformers)"))
+            torch_cols = f"{st.wall:.2f} | {st.rss:.0f}" if st else "- | -"  # left out with --embedders
+            lines.append(f"| {command} | {n:,} | {m.wall:.2f} | {lx.wall:.2f} | {m.wall - lx.wall:+.2f} | {m.cpu:.2f} | "
+                         f"{lx.cpu:.2f} | {m.rss:.0f} | "
+                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {torch_cols} |")
             if n == max(cfg.sizes):
                 headline.append((f"`memofs {command}` process on {n:,} memories with MiniLM (ONNX)", f"{m.wall:.2f} s, {m.rss:.0f} MB",
                                  f"{lx.wall:.2f} s, {lx.rss:.0f} MB (lexical-only)", f"{m.wall - lx.wall:+.2f} s, {m.rss / lx.rss:.2f}x RSS"))
@@ -277,11 +294,13 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--calls", type=int, default=None, help="timed processes per cell (default 3)")
     ap.add_argument("--sizes", type=int, nargs="+", default=None)
     ap.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=None)
+    ap.add_argument("--embedders", nargs="+", choices=[e for e in EMBEDDERS if e != "lexical"], default=None,
+                    help="which to run beside lexical and MiniLM (ONNX), which always run (default: the torch path too, ~10 s a process)")
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-processes.md")
     a = ap.parse_args(argv)
     cfg = quick_config() if a.quick else ProcessBenchConfig()
     cfg = ProcessBenchConfig(sizes=tuple(a.sizes or cfg.sizes), commands=tuple(a.commands or COMMANDS),
-                             calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
+                             embedders=tuple(a.embedders or EMBEDDERS), calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
     return emit(run(cfg, a.quick), a.out)
 
 

