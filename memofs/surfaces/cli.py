@@ -490,6 +490,10 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     cfg_notes = check(store.recall_config_notes)
     warnings.extend(cfg_notes[1] if cfg_notes else [])
     info["profile"] = cfg_notes[0].profile if cfg_notes else "reference"  # the active recall profile
+    if load_embedder:  # before the load below, which rebuilds an unsealed memories sidecar
+        from memofs.store.health import unsealed_caches
+
+        problems.extend(check(lambda: unsealed_caches(store), []))
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
