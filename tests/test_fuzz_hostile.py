@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memofs.surfaces.cli import app
+from test_fast_start import HashEmbedder  # deterministic 8-d vectors (the vector forgery needs vectors)
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -290,3 +291,233 @@ def test_mcp_health_runs_what_doctor_runs(store: Path) -> None:
     doctor = cli(store, "doctor", "--json")
     assert not health["healthy"] and doctor.exit_code == 1
     assert health["problems"] == [p for p in json.loads(doctor.stdout)["problems"] if "cursor.key" in p]
+
+
+# ------------------------------------------------------------------ item 7: forged index caches
+@pytest.fixture()
+def other_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run a block under another user's cache key (a forger, or the machine a clone came from)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def under() -> object:
+        with monkeypatch.context() as m:
+            m.setenv("MEMOFS_CACHE_DIR", str(tmp_path / "forger-cache"))
+            yield
+
+    return under
+
+
+def _forge_text(root: Path, old: str, new: str) -> None:
+    """The issue's forgery: the memories index rewritten through its own writer, one text changed."""
+    from dataclasses import replace
+
+    from memofs.files.sidecar import PrefixStamp
+    from memofs.store.project import Store
+
+    s = Store.open(root)
+    mems = [replace(m, text=new) if m.text == old else m for m in s.load(sidecar=False).memories]
+    lines = s.paths.memories.read_bytes().count(b"\n")
+    stamp = PrefixStamp.take(s.paths.memories, s.paths.memories.stat().st_size, lines)
+    with s.lock():
+        assert s._memories_sidecar().write(mems, stamp)
+
+
+def test_a_text_forged_through_the_index_writer_is_rebuilt_from_memories_jsonl(store: Path, other_key) -> None:
+    """Failed before the seal: recall returned "forged zebra" (in no memories.jsonl line) and doctor said healthy."""
+    assert_clean(cli(store, "recall", "-q", "pgbouncer"), codes=(0,))  # writes the sealed caches
+    with other_key():
+        _forge_text(store, "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
+    doc = cli(store, "doctor")
+    assert doc.exit_code == 1 and "memories.sidecar.json is not sealed" in doc.stdout, doc.stdout
+    _forge_text_again = cli(store, "recall", "-q", "zebra pgbouncer", "--json")
+    texts = [r["text"] for r in json.loads(_forge_text_again.stdout)["results"]]
+    assert texts == ["Postgres uses PgBouncer for pooling"]
+    with other_key():
+        _forge_text(store, "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
+    assert_clean(cli(store, "doctor", "--fix"), codes=(0,))
+    assert_clean(cli(store, "doctor"), codes=(0,))  # rebuilt, sealed, healthy
+
+
+def _vector_store(root: Path):
+    from memofs.store.project import Store
+
+    root.mkdir(exist_ok=True)
+    s = Store.init(root, clock=lambda: NOW)
+    emb = HashEmbedder()
+    for i, topic in enumerate(["databases", "caches", "deploy windows", "queues", "logging", "tests"]):
+        s.remember(f"memory {i} about {topic}", embedder=emb, now=NOW)
+    return s
+
+
+def test_two_swapped_embedding_rows_of_unit_length_are_rebuilt(tmp_path: Path) -> None:
+    """Failed before the seal: the swapped rows were adopted (unit length kept), moving a memory's score."""
+    import numpy as np
+
+    from memofs.signals.vector_index import unit_rows
+    from memofs.store.project import rehydrate
+
+    s = _vector_store(tmp_path)
+    rehydrate(s, embedder=HashEmbedder())
+    d = s.paths.embeddings.parent
+    gen = json.loads((d / "embeddings.sidecar.json").read_text())["generation"]
+    for col in ("unit", "vectors"):
+        a = np.load(d / f"embeddings.{gen}.{col}.npy", mmap_mode="r+")
+        a[[0, 1]] = a[[1, 0]]
+        a.flush()
+        del a
+    state = rehydrate(s, embedder=HashEmbedder())
+    qv = HashEmbedder().encode(["databases"])[0]
+    raw = unit_rows(HashEmbedder().encode([m.text for m in state.memories]), 8)
+    want = raw @ (qv / np.linalg.norm(qv))  # the true cosines, from the texts
+    np.testing.assert_allclose(state.recaller._vectors.row_scores(qv), want, atol=1e-6)
+
+
+def test_a_cache_copied_from_another_key_or_store_is_rebuilt(tmp_path: Path, other_key) -> None:
+    import shutil
+
+    from memofs.files.memories_sidecar import MemoriesSidecar
+    from memofs.signals.vector_sidecar import VectorSidecar
+    from memofs.store.project import rehydrate
+
+    with other_key():  # the same store, its caches written on another machine (a clone)
+        s = _vector_store(tmp_path / "a")
+        rehydrate(s, embedder=HashEmbedder())
+    d = s.paths.embeddings.parent
+    assert MemoriesSidecar(s.paths.memories, d).read() is None
+    assert VectorSidecar(s.paths.embeddings).read("hash-test", 8) is None
+    rehydrate(s, embedder=HashEmbedder())  # rebuilt under this user's key
+    assert MemoriesSidecar(s.paths.memories, d).read() is not None
+    b = _vector_store(tmp_path / "b")  # same texts, same key, another store's files
+    for f in d.iterdir():
+        if ".sidecar." in f.name or f.suffix == ".npy":
+            shutil.copy(f, b.paths.embeddings.parent / f.name)
+    assert MemoriesSidecar(b.paths.memories, b.paths.embeddings.parent).read() is None  # bound to its own jsonl
+
+
+def test_sealed_caches_are_adopted_and_rank_exactly_as_a_cold_start(tmp_path: Path) -> None:
+    """Sealing changes no ranking: the later start (sealed sidecars adopted, nothing encoded)
+    gives the results and scores of a start from the durable record alone."""
+    import shutil
+
+    from memofs.store.project import rehydrate
+
+    s = _vector_store(tmp_path)
+    rehydrate(s, embedder=HashEmbedder())
+    emb = HashEmbedder()
+    warm = rehydrate(s, embedder=emb)
+    assert emb.encoded == []
+    got = [(r.id, r.score) for q in ("databases", "queues logging", "memory") for r in warm.recaller.recall(q, now=NOW)]
+    d = s.paths.embeddings.parent
+    for f in list(d.iterdir()):
+        if ".sidecar." in f.name or f.suffix == ".npy":
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+    cold = rehydrate(s, embedder=HashEmbedder())
+    assert got == [(r.id, r.score) for q in ("databases", "queues logging", "memory") for r in cold.recaller.recall(q, now=NOW)]
+
+
+def test_the_cache_key_lives_outside_the_project_0600_and_racing_creators_agree(tmp_path: Path) -> None:
+    import stat
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMOFS_CACHE_DIR": str(tmp_path / "keys-home")}
+    code = "from memofs.files import cache_seal; print(cache_seal.key().hex())"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    keys = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert len(keys) == 1 and len(keys.pop()) == 64
+    path = tmp_path / "keys-home" / "keys" / "cache-seal.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.write_bytes(b"short")  # damaged: replaced, caches then rebuild once
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert len(out.stdout.strip()) == 64 and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# ------------------------------------------------------------------ left alone last time
+def test_a_project_root_that_is_a_symlink_loop_is_one_clean_line(tmp_path: Path) -> None:
+    """Failed before: ``Path.resolve()`` raised RuntimeError in ``Store.__init__`` (exit 3)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    for args in (["status"], ["init"], ["recall", "-q", "x"], ["remember", "a memory"], ["doctor"]):
+        res = runner.invoke(app, ["--root", str(loop), *args], env=ENV)
+        assert_clean(res, codes=(1,))
+        assert "cannot be resolved" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("rel", ["memory/core.md", "memory/memories.jsonl"])
+def test_a_link_out_planted_while_the_mcp_server_runs_is_refused_per_call(store: Path, rel: str) -> None:
+    """Failed before: links were checked at start only, so the running server printed the
+    outside file (context shows core.md) or appended to it (remember)."""
+    from memofs.store.cursor import ContextCache
+    from memofs.store.project import LiveStore, Store
+    from memofs.surfaces.mcp_server import MemofsTools, ToolError
+
+    tools = MemofsTools(LiveStore(Store.open(store, clock=lambda: NOW)), ContextCache(clock=lambda: 0.0), lambda: NOW)
+    assert tools.call("memofs.recall", {"query": "postgres"})["items"]
+    outside = store.parent / f"{store.name}-outside.txt"
+    outside.write_text("OUTSIDE PRIVATE KEY MATERIAL\n")
+    planted = store / ".memofs" / rel
+    planted.unlink()
+    planted.symlink_to(outside)
+    for name, args in (("memofs.context", {"query": "postgres"}), ("memofs.remember", {"text": "after the plant"}),
+                       ("memofs.recall", {"query": "postgres"})):
+        with pytest.raises(ToolError) as err:
+            tools.call(name, args)
+        assert err.value.code == "MEMOFS_STORE_ERROR" and "symbolic link leaving" in str(err.value)
+    with pytest.raises(ToolError):
+        tools.read_resource("memofs://memory/core")
+    assert outside.read_text() == "OUTSIDE PRIVATE KEY MATERIAL\n"
+
+
+# ------------------------------------------------------------------ item 10: raw JSON-RPC lines over stdio
+DEEP = '{"a":' * 5000 + "1" + "}" * 5000
+RAW_LINES = [  # (line, JSON-RPC code of the reply, id it must carry)
+    ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"memofs.recall","arguments":{"query":"\\ud800"}}}', -32700, 7),
+    ('{"jsonrpc":"2.0","id":8,"method":"tools/call","params":' + DEEP + "}", -32700, 8),
+    ('{"jsonrpc":"2.0","id":"s-9","method":"tools/list","params":{"x":' + "[" * 5000 + "]" * 5000 + "}}", -32700, "s-9"),
+    ("not json at all", -32700, None),
+    ('{"jsonrpc":"2.0","id":10,"method":"tools/list"', -32700, 10),  # cut short
+    ("[]", -32600, None),
+    ("[1, 2]", -32600, None),
+    ("42", -32600, None),
+    ('"a string"', -32600, None),
+    ("null", -32600, None),
+    ('{"jsonrpc":"2.0","id":11,"method":5}', -32600, 11),
+    ('{"jsonrpc":"1.0","id":12,"method":"ping"}', -32600, 12),
+    ('{"id":13,"method":"ping"}', -32600, 13),
+    ('{"jsonrpc":"2.0","id":14}', -32600, None),  # neither request nor response: no id to answer
+    ("\x00\x01\x02", -32700, None),
+    ('{"jsonrpc":"2.0","id":15,"method":"tools/list","params":"x"}', -32600, 15),
+]
+# Not answerable here: the SDK validates ``{"jsonrpc":"2.0","id":true,"method":"ping"}`` (or an
+# object id) as a *notification*, dropping the id, so no item reaches our stream to answer.
+
+
+@pytest.mark.timeout(120)
+def test_malformed_raw_lines_over_stdio_each_get_an_error_reply(store: Path) -> None:
+    """Failed before: the SDK's stdio transport dropped each line it could not validate
+    without a reply (two of the issue's carried an id, so the client waited forever)."""
+    import subprocess
+    import sys
+
+    memofs = str(Path(sys.executable).with_name("memofs"))
+    proc = subprocess.Popen([memofs, "--root", str(store), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env={**os.environ, **ENV}, text=True, encoding="utf-8")
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    lines = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    for n, (line, _, _) in enumerate(RAW_LINES):
+        lines += [line, json.dumps({"jsonrpc": "2.0", "id": f"ping-{n}", "method": "ping"})]
+    try:
+        out, _ = proc.communicate("\n".join(lines) + "\n", timeout=90)
+    finally:
+        proc.kill()
+    replies = [json.loads(ln) for ln in out.splitlines() if ln.strip()]
+    assert replies[0]["id"] == 0 and "result" in replies[0]
+    got = replies[1:]
+    for n, (line, code, rid) in enumerate(RAW_LINES):  # each bad line's reply comes before its ping's
+        err, pong = got[2 * n], got[2 * n + 1]
+        assert pong == {"jsonrpc": "2.0", "id": f"ping-{n}", "result": {}}, (line[:60], pong)
+        assert err["error"]["code"] == code and err["id"] == rid, (line[:60], err)
+        assert len(err["error"]["message"]) <= 200
+    assert len(got) == 2 * len(RAW_LINES)
