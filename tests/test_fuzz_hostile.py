@@ -52,7 +52,8 @@ def nested(depth: int) -> str:
 
 # ------------------------------------------------------------------ item 1, item 10: metadata
 @pytest.mark.parametrize("meta", [nested(70), nested(64), "[" * 5000 + "]" * 5000,
-                                  '{"n": ' + "9" * 5000 + "}", json.dumps({"big": "x" * 70_000})])
+                                  '{"n": ' + "9" * 5000 + "}", json.dumps({"big": "x" * 70_000}),
+                                  '{"a": "\\ud800"}'])  # a lone surrogate (exit 3 before: found by the re-run probe)
 def test_unstorable_metadata_is_refused_and_the_store_stays_readable(store: Path, meta: str) -> None:
     res = cli(store, "remember", "deep metadata memory", "--metadata", meta)
     assert_clean(res, codes=(1,))
@@ -521,3 +522,16 @@ def test_malformed_raw_lines_over_stdio_each_get_an_error_reply(store: Path) -> 
         assert err["error"]["code"] == code and err["id"] == rid, (line[:60], err)
         assert len(err["error"]["message"]) <= 200
     assert len(got) == 2 * len(RAW_LINES)
+
+
+def test_a_lone_surrogate_in_a_memory_text_is_a_validation_error(tmp_path: Path) -> None:
+    """Failed before (found by the re-run probe): ``Store.remember`` raised UnicodeEncodeError
+    (the CLI's argv check hides it; a library caller or in-process runner got exit 3)."""
+    from memofs.files.records import InvalidInputError
+    from memofs.store.project import Store
+
+    s = Store.init(tmp_path, clock=lambda: NOW)
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        s.remember("text with \ud800 inside")
+    assert_clean(cli(tmp_path, "remember", "text with \udcff inside"), codes=(1,))
+    assert_clean(cli(tmp_path, "status"), codes=(0,))
