@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memofs.surfaces.cli import app
+from memofs_eval.bench.hostile_probe import forge_text, swap_vector_rows  # the probe's forgeries
 from test_fast_start import HashEmbedder  # deterministic 8-d vectors (the vector forgery needs vectors)
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
@@ -309,33 +310,20 @@ def other_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return under
 
 
-def _forge_text(root: Path, old: str, new: str) -> None:
-    """The issue's forgery: the memories index rewritten through its own writer, one text changed."""
-    from dataclasses import replace
-
-    from memofs.files.sidecar import PrefixStamp
-    from memofs.store.project import Store
-
-    s = Store.open(root)
-    mems = [replace(m, text=new) if m.text == old else m for m in s.load(sidecar=False).memories]
-    lines = s.paths.memories.read_bytes().count(b"\n")
-    stamp = PrefixStamp.take(s.paths.memories, s.paths.memories.stat().st_size, lines)
-    with s.lock():
-        assert s._memories_sidecar().write(mems, stamp)
-
-
 def test_a_text_forged_through_the_index_writer_is_rebuilt_from_memories_jsonl(store: Path, other_key) -> None:
     """Failed before the seal: recall returned "forged zebra" (in no memories.jsonl line) and doctor said healthy."""
+    from memofs.store.project import Store
+
     assert_clean(cli(store, "recall", "-q", "pgbouncer"), codes=(0,))  # writes the sealed caches
     with other_key():
-        _forge_text(store, "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
+        forge_text(Store.open(store), "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
     doc = cli(store, "doctor")
     assert doc.exit_code == 1 and "memories.sidecar.json is not sealed" in doc.stdout, doc.stdout
     _forge_text_again = cli(store, "recall", "-q", "zebra pgbouncer", "--json")
     texts = [r["text"] for r in json.loads(_forge_text_again.stdout)["results"]]
     assert texts == ["Postgres uses PgBouncer for pooling"]
     with other_key():
-        _forge_text(store, "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
+        forge_text(Store.open(store), "Postgres uses PgBouncer for pooling", "forged zebra text in no memories line")
     assert_clean(cli(store, "doctor", "--fix"), codes=(0,))
     assert_clean(cli(store, "doctor"), codes=(0,))  # rebuilt, sealed, healthy
 
@@ -360,13 +348,7 @@ def test_two_swapped_embedding_rows_of_unit_length_are_rebuilt(tmp_path: Path) -
 
     s = _vector_store(tmp_path)
     rehydrate(s, embedder=HashEmbedder())
-    d = s.paths.embeddings.parent
-    gen = json.loads((d / "embeddings.sidecar.json").read_text())["generation"]
-    for col in ("unit", "vectors"):
-        a = np.load(d / f"embeddings.{gen}.{col}.npy", mmap_mode="r+")
-        a[[0, 1]] = a[[1, 0]]
-        a.flush()
-        del a
+    swap_vector_rows(s)
     state = rehydrate(s, embedder=HashEmbedder())
     qv = HashEmbedder().encode(["databases"])[0]
     raw = unit_rows(HashEmbedder().encode([m.text for m in state.memories]), 8)
