@@ -517,3 +517,14 @@ def test_a_lone_surrogate_in_a_memory_text_is_a_validation_error(tmp_path: Path)
         s.remember("text with \ud800 inside")
     assert_clean(cli(tmp_path, "remember", "text with \udcff inside"), codes=(1,))
     assert_clean(cli(tmp_path, "status"), codes=(0,))
+
+
+def test_without_a_usable_cache_key_caches_are_rebuilt_and_doctor_says_why(store: Path, tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the key folder would go\n")
+    env = {"MEMOFS_CACHE_DIR": str(blocked)}
+    res = cli(store, "recall", "-q", "pgbouncer", "--json", env=env)
+    assert_clean(res, codes=(0,))
+    assert [r["text"] for r in json.loads(res.stdout)["results"]] == ["Postgres uses PgBouncer for pooling"]
+    doc = cli(store, "doctor", env=env)
+    assert doc.exit_code == 1 and "cannot be read or created" in doc.stdout and "not sealed" not in doc.stdout, doc.stdout

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from filelock import Timeout
 
+from memofs.files import cache_seal
 from memofs.files.sidecar import Sidecar
 from memofs.store.project import Store, rehydrate
 
@@ -37,7 +38,11 @@ def _sidecars(store: Store) -> list[Sidecar]:
 def unsealed_caches(store: Store) -> list[str]:
     """One line per index sidecar whose seal this user's key did not make (issue 36 item 7).
     ``memofs doctor`` runs it before its own load, which would rebuild the memories sidecar."""
-    return [f"{store.paths.rel(s.meta_path)} {UNSEALED}" for s in _sidecars(store) if s.unsealed()]
+    sides = _sidecars(store)
+    if sides and cache_seal.key() is None:  # nothing verifies: one line naming the cause, not one per cache
+        return [f"the cache key {cache_seal.key_path()} cannot be read or created; every start rebuilds the index "
+                "caches (set MEMOFS_CACHE_DIR to a writable folder outside the project)"]
+    return [f"{store.paths.rel(s.meta_path)} {UNSEALED}" for s in sides if s.unsealed()]
 
 
 def cache_paths(store: Store) -> list[Path]:
