@@ -1,6 +1,31 @@
 """MemoFS hybrid recall: BM25 + fuzzy overlap + vector similarity, fused and reranked."""
 
-from memofs.signals import numpy_environment as _numpy_environment
+import signal as _signal
+
+
+def quit_on_interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C in the ``memofs`` command outside a command's own boundary (the CLI's
+    ``_guard``): while its modules import, or after the command is done. One line and exit
+    130, never a traceback; every write is crash-safe (as for kill -9), so none is half-done."""
+    import os
+
+    os.write(2, b"memofs: interrupted\n")
+    os._exit(130)
+
+
+def _console_script() -> bool:
+    import os
+    import sys
+
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "memofs"
+
+
+# first thing, and only in the console script (a library never takes over a signal): the
+# CLI's imports take a while, and Ctrl-C during them printed Python's traceback (issue 36)
+if _console_script() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, quit_on_interrupt)
+
+from memofs.signals import numpy_environment as _numpy_environment  # noqa: E402
 
 _numpy_environment.apply()  # before anything imports numpy: numpy and OpenBLAS read it once, at load
 __version__ = "0.1.0"

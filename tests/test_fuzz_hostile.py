@@ -480,22 +480,19 @@ RAW_LINES = [  # (line, JSON-RPC code of the reply, id it must carry)
 def test_malformed_raw_lines_over_stdio_each_get_an_error_reply(store: Path) -> None:
     """Failed before: the SDK's stdio transport dropped each line it could not validate
     without a reply (two of the issue's carried an id, so the client waited forever)."""
-    import subprocess
     import sys
 
+    from memofs_eval.bench.hostile_probe import stdio_exchange
+
     memofs = str(Path(sys.executable).with_name("memofs"))
-    proc = subprocess.Popen([memofs, "--root", str(store), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env={**os.environ, **ENV}, text=True, encoding="utf-8")
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
     lines = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}']
     for n, (line, _, _) in enumerate(RAW_LINES):
         lines += [line, json.dumps({"jsonrpc": "2.0", "id": f"ping-{n}", "method": "ping"})]
-    try:
-        out, _ = proc.communicate("\n".join(lines) + "\n", timeout=90)
-    finally:
-        proc.kill()
-    replies = [json.loads(ln) for ln in out.splitlines() if ln.strip()]
+    replies, _, late = stdio_exchange([memofs, "--root", str(store), "mcp"], {**os.environ, **ENV}, lines,
+                                      f"ping-{len(RAW_LINES) - 1}", 90)
+    assert not late
     assert replies[0]["id"] == 0 and "result" in replies[0]
     got = replies[1:]
     for n, (line, code, rid) in enumerate(RAW_LINES):  # each bad line's reply comes before its ping's
@@ -528,3 +525,30 @@ def test_without_a_usable_cache_key_caches_are_rebuilt_and_doctor_says_why(store
     assert [r["text"] for r in json.loads(res.stdout)["results"]] == ["Postgres uses PgBouncer for pooling"]
     doc = cli(store, "doctor", env=env)
     assert doc.exit_code == 1 and "cannot be read or created" in doc.stdout and "not sealed" not in doc.stdout, doc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_the_cli_starts_or_runs_is_one_line_never_a_traceback(store: Path) -> None:
+    """Failed before (the re-run probe): SIGINT while ``memofs`` imported its modules printed
+    Python's KeyboardInterrupt traceback. (The first few tens of ms are Python's own
+    start-up, before any memofs code: not testable here, so the first delay is past them.)"""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    memofs = str(Path(sys.executable).with_name("memofs"))
+    acked = []
+    for n, delay in enumerate((0.15, 0.25, 0.4, 0.6, 0.9, 1.4)):
+        args = ["remember", f"interrupted memory {n}", "--json"] if n % 2 == 0 else ["recall", "-q", "interrupted"]
+        p = subprocess.Popen([memofs, "--root", str(store), *args], env={**os.environ, **ENV},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert "Traceback" not in err and p.returncode in (0, 1, 130, -signal.SIGINT), (delay, p.returncode, err[-400:])
+        if args[0] == "remember" and p.returncode == 0:
+            acked.append(json.loads(out)["id"])
+    text = (store / ".memofs" / "memory" / "memories.jsonl").read_text()
+    assert all(a in text for a in acked)
+    assert_clean(cli(store, "status"), codes=(0,))

@@ -23,6 +23,8 @@ The wall clock is used here and only here; the library takes injected clocks.
 
 from __future__ import annotations
 
+import signal
+
 import json
 import logging
 import os
@@ -775,7 +777,16 @@ def main() -> None:
     if problem:
         typer.echo(f"memofs: error: {problem}", err=True)
         sys.exit(EXIT_ERROR)
-    app(prog_name="memofs")
+    from memofs import quit_on_interrupt  # installed by the package's first lines (console script only)
+
+    quiet = signal.getsignal(signal.SIGINT) is quit_on_interrupt
+    if quiet:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the command's _guard handles Ctrl-C now
+    try:
+        app(prog_name="memofs")
+    finally:
+        if quiet:
+            signal.signal(signal.SIGINT, quit_on_interrupt)  # and while the process exits
 
 
 if __name__ == "__main__":
