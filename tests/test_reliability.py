@@ -631,7 +631,10 @@ def test_mcp_blames_the_caller_only_for_what_the_caller_sent(proj: Path) -> None
     from memofs.surfaces.mcp_server import ToolError
 
     class BrokenModel:
-        store = None
+        class store:  # noqa: N801 - a store whose files are all in place (the server checks links per call)
+            @staticmethod
+            def refuse_links_out() -> None:
+                pass
 
         def state(self):
             raise ValueError("bad model file: weights shape (3,) != (384,)")

@@ -163,7 +163,11 @@ def check_storable_extras(extras: dict) -> None:
     except (TypeError, ValueError, RecursionError) as exc:
         reason = "a number that is not finite" if "compliant" in str(exc) else type(exc).__name__
         raise InvalidInputError(f"fields {', '.join(map(repr, extras))} are not storable JSON ({reason})") from None
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the JSON given): no UTF-8 line can hold it
+        raise InvalidInputError(f"fields {', '.join(map(repr, extras))} are not storable JSON "
+                                "(a lone surrogate is not valid Unicode)") from None
     if size > MAX_EXTRAS_BYTES:
         raise InvalidInputError(f"fields {', '.join(map(repr, extras))} take {size} bytes as JSON; "
                                 f"the limit is {MAX_EXTRAS_BYTES}")

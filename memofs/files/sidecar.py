@@ -15,9 +15,11 @@ last 64 bytes before the offset *and* is followed by an append. A sidecar built 
 read (memories.jsonl: tens of MB at 100k, hashed in tens of ms; embeddings.jsonl, hundreds
 of MB, keeps the tail check only).
 
-Damage: each column's BLAKE2b digest is kept in the metadata and checked on read (the
-columns a caller names as ``unchecked``, e.g. a large vector matrix, are only checked for
-dtype and shape), so a flipped byte or a truncated ``.npy`` is rebuilt, never trusted.
+Damage: each column's SHA-256 digest is kept in the metadata and checked on read, so a
+flipped byte or a truncated ``.npy`` is rebuilt, never trusted. Forgery (issue 36 item 7):
+the metadata, digests and stamp included, is sealed with this user's key
+(:mod:`memofs.files.cache_seal`), so a sidecar rewritten by anyone else, through this very
+writer or by editing a column in place, or copied from another store, is rebuilt too.
 
 Why ``.npy``: numpy's own format, memory-mapped without a copy, no code execution on load
 (``allow_pickle=False``), readable by any numpy. Pickle is never used.
@@ -43,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from memofs.files import safe_json
+from memofs.files import cache_seal, safe_json
 from memofs.files.atomic import atomic_write_text, fsync_dir
 from memofs.files.records import text_sha256
 
@@ -133,7 +135,9 @@ def prefix_digest(path: Path, offset: int) -> str | None:
 
 
 def _digest(a: np.ndarray) -> str:
-    return hashlib.blake2b(memoryview(np.ascontiguousarray(a)).cast("B"), digest_size=16).hexdigest()
+    # SHA-256, not BLAKE2b: OpenSSL's runs on the CPU's SHA extensions, about twice as fast
+    # here on the vector matrices every start now hashes (issue 36 item 7, memofs_eval.bench.seal_cost)
+    return hashlib.sha256(memoryview(np.ascontiguousarray(a)).cast("B")).hexdigest()
 
 
 class Sidecar:
@@ -150,14 +154,35 @@ class Sidecar:
         self.format = format
         self.meta_path = self.dir / f"{name}.sidecar.json"
 
-    def read(self, *, unchecked: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp | None] | None:
-        """``(metadata, columns memory-mapped, stamp)`` when the sidecar is intact and covers a
-        prefix of the JSONL as it is now (stamp None without a JSONL); None when missing,
-        damaged, stale or of another format."""
+    def unsealed(self) -> bool:
+        """True when the metadata file is there and readable but not sealed by this user's
+        key (forged, copied from another store or machine, or written before seals): what
+        ``memofs doctor`` reports, since every read then rebuilds the cache."""
+        try:
+            meta = safe_json.load_file(self.meta_path, expect=dict)
+        except (FileNotFoundError, safe_json.JSONFileError, OSError):
+            return False
+        return not cache_seal.verify(meta)
+
+    def remove(self) -> None:
+        """Delete the metadata and every column file (caller holds the writer lock): the next
+        load rebuilds the cache from the durable record."""
+        for f in [self.meta_path, *self.dir.glob(f"{self.name}.*.npy")]:
+            if f.is_dir() and not f.is_symlink():
+                shutil.rmtree(f)
+            else:
+                f.unlink(missing_ok=True)
+
+    def read(self) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp | None] | None:
+        """``(metadata, columns memory-mapped, stamp)`` when the sidecar is intact, sealed by
+        this user's key and covers a prefix of the JSONL as it is now (stamp None without a
+        JSONL); None when missing, damaged, unsealed, stale or of another format."""
         try:
             meta = safe_json.load_file(self.meta_path, expect=dict)
         except (FileNotFoundError, safe_json.JSONFileError, OSError):
             return None
+        if not cache_seal.verify(meta):
+            return None  # not written by this user's writer: rebuilt, never trusted
         try:
             if meta["format"] != self.format:
                 return None
@@ -174,15 +199,14 @@ class Sidecar:
                 a = np.load(path, mmap_mode="r", allow_pickle=False)
                 if a.dtype.str != info["dtype"] or list(a.shape) != info["shape"]:
                     return None
-                if col not in unchecked and _digest(a) != info["digest"]:
+                if _digest(a) != info["digest"]:
                     return None
                 cols[col] = a
             return meta, cols, stamp
         except Exception:  # noqa: BLE001 - any damage (empty .npy: EOFError; wrong shapes: AttributeError) means "rebuild"
             return None
 
-    def write(self, stamp: PrefixStamp | None, columns: dict[str, np.ndarray], extra: dict[str, Any],
-              *, unchecked: tuple[str, ...] = ()) -> bool:
+    def write(self, stamp: PrefixStamp | None, columns: dict[str, np.ndarray], extra: dict[str, Any]) -> bool:
         """Write a new generation for ``stamp`` (None without a JSONL; caller holds the
         JSONL's writer lock). False, writing nothing, when the JSONL no longer starts with
         the stamped bytes."""
@@ -209,10 +233,10 @@ class Sidecar:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-            info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": "" if col in unchecked else _digest(a)}
+            info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": _digest(a)}
         fsync_dir(self.dir)
-        meta = {"format": self.format, "generation": gen, "stamp": None if stamp is None else asdict(stamp),
-                "columns": info, **extra}
+        meta = cache_seal.seal({"format": self.format, "generation": gen,
+                                "stamp": None if stamp is None else asdict(stamp), "columns": info, **extra})
         atomic_write_text(self.meta_path, json.dumps(meta, ensure_ascii=False, separators=(",", ":")), cache=True)
         for old in self.dir.glob(f"{self.name}.*.npy"):
             if not old.name.startswith(f"{self.name}.{gen}."):

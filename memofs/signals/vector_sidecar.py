@@ -10,8 +10,8 @@ same prefix stamp as the memories sidecar). Columns: ``vectors`` (float32, one r
 in load order, memory-mapped: the vectors as stored, which a compaction writes back) and
 ``unit`` (the same rows normalised by :func:`memofs.signals.vector_index.unit_rows`, the
 rows an index holds, so a start adopts the map as its matrix without normalising or
-copying it), both checked for dtype and shape only, since hashing hundreds of MB would cost
-what the sidecar saves (the index checks that every ``unit`` row has unit length);
+copying it), both digested and sealed like every column (issue 36 item 7: two swapped
+rows of unit length are a forgery a shape check cannot see);
 ``ids``/``sha``/``metadata`` strings joined with their ends
 (:func:`memofs.files.sidecar.join_strings`) and ``namespace`` codes; the skipped lines and
 counts go in the JSON metadata.
@@ -33,7 +33,6 @@ from memofs.signals.vector_index import unit_rows
 
 FORMAT = 3
 SHA_WIDTH = np.dtype(SHA_DTYPE).itemsize
-_UNCHECKED = ("vectors", "unit")
 _SKIPPED_KEYS = frozenset({"line", "reason", "id", "embedder", "dim"})  # embeddings_file.SkippedLine's fields
 
 
@@ -118,7 +117,7 @@ class VectorSidecar:
         JSONL as it is now; None otherwise (missing, damaged, stale, another embedder).
         ``decode=False`` leaves the per-row strings (hashes, namespaces, metadata) to first
         use, where a damaged one raises ValueError."""
-        got = self.files.read(unchecked=_UNCHECKED)
+        got = self.files.read()
         if got is None:
             return None
         meta, cols, stamp = got
@@ -148,4 +147,4 @@ class VectorSidecar:
                                             for m in state.metadata])):
             cols[name], cols[f"{name}_ends"] = join_strings(strings)
         self.files.write(stamp, cols, {"embedder": embedder, "dim": dim, "lines": state.lines,
-                                       "namespaces": list(codes), "skipped": state.skipped}, unchecked=_UNCHECKED)
+                                       "namespaces": list(codes), "skipped": state.skipped})

@@ -133,7 +133,10 @@ class Store(DerivedLines):
     """One project's ``.memofs/`` store. ``clock`` gives "now" for writes that get none."""
 
     def __init__(self, root: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
-        self.root = Path(root).resolve()
+        try:
+            self.root = Path(root).resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop at the root itself (Python 3.11: RuntimeError)
+            raise StoreError(f"project root {root} cannot be resolved ({' '.join(str(exc).split())})") from None
         self.paths = Paths(self.root)
         self.clock = clock
         self._lock = FileLock(str(self.paths.lock), timeout=LOCK_TIMEOUT_S)

@@ -18,7 +18,31 @@ from pathlib import Path
 
 from filelock import Timeout
 
+from memofs.files import cache_seal
+from memofs.files.sidecar import Sidecar
 from memofs.store.project import Store, rehydrate
+
+UNSEALED = "is not sealed by this user's cache key (forged, copied from another store or machine, or older); every start rebuilds it until `memofs doctor --fix` does"
+
+
+def _sidecars(store: Store) -> list[Sidecar]:
+    """The index sidecars present (memories, terms, embeddings), by their metadata files
+    (only :meth:`~memofs.files.sidecar.Sidecar.unsealed` and ``remove`` are used: format-free)."""
+    idx = store.paths.embeddings.parent
+    if not idx.is_dir():
+        return []
+    return [Sidecar(None, idx, f.name.removesuffix(".sidecar.json"), 0)
+            for f in sorted(idx.glob("*.sidecar.json")) if f.is_file() and not f.is_symlink()]
+
+
+def unsealed_caches(store: Store) -> list[str]:
+    """One line per index sidecar whose seal this user's key did not make (issue 36 item 7).
+    ``memofs doctor`` runs it before its own load, which would rebuild the memories sidecar."""
+    sides = _sidecars(store)
+    if sides and cache_seal.key() is None:  # nothing verifies: one line naming the cause, not one per cache
+        return [f"the cache key {cache_seal.key_path()} cannot be read or created; every start rebuilds the index "
+                "caches (set MEMOFS_CACHE_DIR to a writable folder outside the project)"]
+    return [f"{store.paths.rel(s.meta_path)} {UNSEALED}" for s in sides if s.unsealed()]
 
 
 def cache_paths(store: Store) -> list[Path]:
@@ -66,6 +90,7 @@ def command_problems(store: Store) -> list[str]:
             pass  # held by a writer now: not a fault
 
     check(f"{store.paths.rel(store.paths.lock)} cannot be taken", lock)
+    problems.extend(unsealed_caches(store))
     for f in cache_paths(store):
         kind = _kind(f)
         if kind is not None:
@@ -80,9 +105,10 @@ def command_problems(store: Store) -> list[str]:
 
 
 def repair_caches(store: Store) -> list[str]:
-    """Remove every cache entry that is not a regular file and a cursor key that cannot be
-    read (a damaged sidecar that is a file needs nothing: the next load reads it as missing
-    and writes it again); returns what was done, one line each."""
+    """Remove every cache entry that is not a regular file, every index sidecar that is not
+    sealed by this user's key and a cursor key that cannot be read (a damaged sidecar that
+    is a file needs nothing: the next load reads it as missing and writes it again); returns
+    what was done, one line each."""
     from memofs.store.cursor import CursorError, FileContextCache
 
     done: list[str] = []
@@ -97,6 +123,10 @@ def repair_caches(store: Store) -> list[str]:
             else:
                 f.unlink()
             done.append(f"removed {kind} at {p.rel(f)} (a cache; rebuilt by the next command)")
+        for side in _sidecars(store):
+            if side.unsealed():
+                side.remove()
+                done.append(f"removed the unsealed {p.rel(side.meta_path)} and its columns (rebuilt from the durable record)")
         try:
             FileContextCache(p.tmp, clock=lambda: 0.0)
         except CursorError:

@@ -22,6 +22,8 @@ def _check_text(text: object) -> str:
         raise InvalidInputError("memory text must be a non-empty string")
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidInputError(f"memory text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    if not text.isascii() and any("\ud800" <= c <= "\udfff" for c in text):  # no UTF-8 line can hold a lone surrogate
+        raise InvalidInputError("memory text is not valid Unicode (a lone surrogate)")
     return text.strip()
 
 

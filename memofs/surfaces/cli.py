@@ -23,6 +23,8 @@ The wall clock is used here and only here; the library takes injected clocks.
 
 from __future__ import annotations
 
+import signal
+
 import json
 import logging
 import os
@@ -490,6 +492,10 @@ def _health(ctx: typer.Context, load_embedder: bool) -> dict[str, Any]:
     cfg_notes = check(store.recall_config_notes)
     warnings.extend(cfg_notes[1] if cfg_notes else [])
     info["profile"] = cfg_notes[0].profile if cfg_notes else "reference"  # the active recall profile
+    if load_embedder:  # before the load below, which rebuilds an unsealed memories sidecar
+        from memofs.store.health import unsealed_caches
+
+        problems.extend(check(lambda: unsealed_caches(store), []))
     report = check(store.load)
     memories = report.memories if report is not None else []
     warnings.extend(report.warnings if report is not None else [])
@@ -771,7 +777,16 @@ def main() -> None:
     if problem:
         typer.echo(f"memofs: error: {problem}", err=True)
         sys.exit(EXIT_ERROR)
-    app(prog_name="memofs")
+    from memofs import quit_on_interrupt  # installed by the package's first lines (console script only)
+
+    quiet = signal.getsignal(signal.SIGINT) is quit_on_interrupt
+    if quiet:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the command's _guard handles Ctrl-C now
+    try:
+        app(prog_name="memofs")
+    finally:
+        if quiet:
+            signal.signal(signal.SIGINT, quit_on_interrupt)  # and while the process exits
 
 
 if __name__ == "__main__":

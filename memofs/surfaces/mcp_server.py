@@ -289,6 +289,8 @@ class MemofsTools:
                             f"Operation {name} is blocked because this MCP server is running read-only.")
         with self._lock:
             try:
+                # per call, not only at start: a link out of .memofs/ planted while the server runs is refused too
+                self.live.store.refuse_links_out()
                 return handler(arguments or {})
             except ToolError:
                 raise
@@ -355,6 +357,8 @@ class MemofsTools:
             raise ToolError("MCP_NOT_FOUND", 404, f"Unknown resource: {uri}.")
         with self._lock:
             try:
+                if uri != "memofs://health":  # as in call(); health reports problems, it does not refuse
+                    self.live.store.refuse_links_out()
                 return self._resource(uri)
             except ToolError:
                 raise
@@ -523,8 +527,12 @@ def serve(store: Store, *, cache_clock: Callable[[], float], embedder: Any = Non
         return
     from mcp.server.stdio import stdio_server
 
+    from memofs.surfaces.jsonrpc_errors import AnsweringReadStream
+
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # the SDK drops lines it cannot validate without a reply (memofs.surfaces.jsonrpc_errors)
+            await server.run(AnsweringReadStream(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
     anyio.run(run)
