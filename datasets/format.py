@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from memofs.files.records import GRAPH_STATUSES, MEMORY_KINDS, Anchor, GraphEdge, GraphNode, Memory
+from memofs.text.lexicon import TASK_TYPES
 
-TASK_TYPES: tuple[str, ...] = ("coding", "debug", "refactor", "docs", "general")
 QUERY_CATEGORIES: tuple[str, ...] = (
     "identifier",
     "exact_phrase",
@@ -38,8 +38,6 @@ QUERY_CATEGORIES: tuple[str, ...] = (
 )
 SPLITS: tuple[str, ...] = ("tune", "heldout")
 CHANGE_KINDS: tuple[str, ...] = ("modified", "deleted")
-KIND_EXPIRY_DAYS: dict[str, int] = {"decision": 365, "constraint": 180, "preference": 90, "note": 30}
-"""Age floors (days at ``as_of``) past which the pipeline marks a memory "unverified" (score x0.6)."""
 MAX_RELEVANCE = 3
 
 DATASET_TOML = "dataset.toml"

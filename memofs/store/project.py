@@ -160,8 +160,8 @@ def read_jsonl_from(path: Path, after: PrefixStamp | None = None
 
 
 # ---------------------------------------------------------------------- records
-def fingerprint(text: str) -> str:
-    """16 hex characters of SHA-256 (upstream ``fingerprint``)."""
+def sha256_hex16(text: str) -> str:
+    """The first 16 hex characters of SHA-256 of the UTF-8 text (store memory ids)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -650,11 +650,11 @@ class Store:
             unchanged = self._ready_to_append(p.memories)
             self._ready_to_append(p.events)
             existing = self._ids if unchanged and self._ids_current else self._known_ids()
-            mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
+            mem_id = "mem_" + sha256_hex16(f"{stamp}:{text}")
             salt = 0
             while mem_id in existing:  # same text, same instant: still a new memory
                 salt += 1
-                mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
+                mem_id = "mem_" + sha256_hex16(f"{stamp}:{text}:{salt}")
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when, confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)
             data = (compact(memory_to_json(memory)) + "\n").encode("utf-8")
