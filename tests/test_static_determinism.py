@@ -38,7 +38,7 @@ def test_rebuild_matches_checksum(tmp_path: Path) -> None:
         assert fresh.checksum() == reference
     finally:
         torch.set_num_threads(threads)
-    folder = next(p for p in (tmp_path / "static").iterdir() if (p / CHECKSUM).is_file())
+    folder = fresh.folder()
     assert (folder / CHECKSUM).read_text().strip() == reference
     (folder / CHECKSUM).write_text("0" * 64 + "\n")  # a tampered or half-written cache is refused
     with pytest.raises(EmbedderError, match=CHECKSUM):

@@ -194,6 +194,11 @@ class StaticEmbedder:
     def dim(self) -> int:
         return int(self.load().dim)
 
+    def folder(self) -> Path:
+        """The cache folder of this build: keyed by model path, PCA size, SIF and ``BUILD``."""
+        key = f"{Path(self._model_dir()).resolve()}|{self.pca_dims}|{self.sif}|{BUILD}"
+        return self.cache_dir / hashlib.sha256(key.encode()).hexdigest()[:16]
+
     def load(self) -> Any:
         """The distilled ``model2vec.StaticModel`` (built once, then read from the cache)."""
         if self._static is not None:
@@ -201,8 +206,7 @@ class StaticEmbedder:
         from model2vec import StaticModel
 
         model_dir = self._model_dir()
-        key = hashlib.sha256(f"{Path(model_dir).resolve()}|{self.pca_dims}|{self.sif}|{BUILD}".encode()).hexdigest()[:16]
-        path = self.cache_dir / key
+        path = self.folder()
         if not (path / "config.json").is_file():
             try:
                 model = distill_deterministic(model_dir, self.pca_dims, self.sif)
