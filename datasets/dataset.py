@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from memofs.files import memory_lines
+from memofs.text.lexicon import TASK_TYPES
 from memofs.files.records import GraphEdge, GraphNode, Memory
 from memofs.files.timestamps import format_iso
 
-TASK_TYPES: tuple[str, ...] = ("coding", "debug", "refactor", "docs", "general")
 QUERY_CATEGORIES: tuple[str, ...] = (
     "identifier",
     "exact_phrase",
@@ -34,8 +34,6 @@ QUERY_CATEGORIES: tuple[str, ...] = (
 )
 SPLITS: tuple[str, ...] = ("tune", "heldout")
 CHANGE_KINDS: tuple[str, ...] = ("modified", "deleted")
-KIND_EXPIRY_DAYS: dict[str, int] = {"decision": 365, "constraint": 180, "preference": 90, "note": 30}
-"""Age floors (days at ``as_of``) past which the pipeline marks a memory "unverified" (score x0.6)."""
 MAX_RELEVANCE = 3
 FORMAT = 2
 """``format`` of ``dataset.toml``: 2 (written since issue 35) stores ``memories.jsonl`` in the

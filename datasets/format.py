@@ -15,7 +15,7 @@ from __future__ import annotations
 from memofs.files.memory_lines import memory_to_json
 from memofs.files.timestamps import format_iso, parse_iso
 
-from .dataset import (CHANGE_KINDS, DATASET_TOML, EDGES, FORMAT, KIND_EXPIRY_DAYS, MAX_RELEVANCE, MEMORIES, NODES,
+from .dataset import (CHANGE_KINDS, DATASET_TOML, EDGES, FORMAT, MAX_RELEVANCE, MEMORIES, NODES,
                       QRELS, QUERIES, QUERY_CATEGORIES, SPLITS, TASK_TYPES, Change, Dataset, Query, change_to_json,
                       edge_to_json, node_to_json, query_to_json)
 from .loader import bundled_datasets, load_dataset
@@ -23,7 +23,7 @@ from .validation import DatasetError, Issue, read_json
 from .writer import write_dataset
 
 __all__ = [
-    "CHANGE_KINDS", "DATASET_TOML", "EDGES", "FORMAT", "KIND_EXPIRY_DAYS", "MAX_RELEVANCE", "MEMORIES", "NODES", "QRELS",
+    "CHANGE_KINDS", "DATASET_TOML", "EDGES", "FORMAT", "MAX_RELEVANCE", "MEMORIES", "NODES", "QRELS",
     "QUERIES", "QUERY_CATEGORIES", "SPLITS", "TASK_TYPES", "Change", "Dataset", "DatasetError", "Issue", "Query",
     "bundled_datasets", "change_to_json", "edge_to_json", "format_iso", "load_dataset", "memory_to_json",
     "node_to_json", "parse_iso", "query_to_json", "read_json", "write_dataset",

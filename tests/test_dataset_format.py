@@ -13,8 +13,8 @@ from typing import Callable
 
 import pytest
 
+from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS as KIND_EXPIRY_DAYS
 from memofs_datasets.format import (
-    KIND_EXPIRY_DAYS,
     QUERY_CATEGORIES,
     Dataset,
     DatasetError,

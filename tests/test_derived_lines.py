@@ -140,7 +140,7 @@ def test_kill_9_loses_nothing_acknowledged_and_derived_lines_are_repaired(store:
 def test_the_tail_check_costs_the_lines_since_the_checkpoint(store: Store, monkeypatch) -> None:
     remember(store, DERIVED_CHECKPOINT_WRITES + 3)
     checked: list[int] = []
-    real = derived.memory_from_json
-    monkeypatch.setattr(derived, "memory_from_json", lambda row, where: checked.append(1) or real(row, where))
+    real = derived.memory_from_row
+    monkeypatch.setattr(derived, "memory_from_row", lambda row, where: checked.append(1) or real(row, where))
     assert store.sync_derived() == []  # nothing lost: nothing appended
     assert len(checked) == 3  # only the lines after the checkpoint were parsed

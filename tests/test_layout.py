@@ -26,10 +26,11 @@ STAGES: dict[str, tuple[str, ...]] = {
                     "bench"),
 }
 # top-level modules outside the stages: each package itself and its entry points (they may import
-# any stage); ``memofs_eval._env`` (process set-up, importing nothing of the project) sits below all
+# any stage); the ``memofs`` package root and ``memofs_eval._env`` (process set-up), which import
+# nothing of the project, sit below all
 ENTRY_POINTS = {"memofs", "memofs.__main__", "memofs_datasets", "memofs_eval", "memofs_eval.cli",
                 "memofs_eval.regenerate"}
-BELOW_ALL = {"memofs_eval._env"}
+BELOW_ALL = {"memofs", "memofs_eval._env"}
 # data folders of datasets/ (a bundled project tree with its own Python files), not modules
 DATA_FOLDERS = ("memofs_datasets.agent-memory", "memofs_datasets.tiny")
 # packages, bottom first: the harness may use datasets and the pipeline, never the reverse

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from memofs.store.briefing import DIRECTIVE, DIRECTIVE_TITLE
-from memofs.ranking.config import RecallConfig
-from memofs_datasets.format import KIND_EXPIRY_DAYS, bundled_datasets, load_dataset
+from memofs.ranking.config import DEFAULT_KIND_EXPIRY_DAYS as KIND_EXPIRY_DAYS, RecallConfig
+from memofs_datasets.format import bundled_datasets, load_dataset
 from memofs_eval.scoring import measures as MS
 from memofs_eval.scoring.measures import QueryFacts
 
@@ -205,7 +205,8 @@ def tiny():
 
 def test_build_facts_against_a_naive_reading_of_the_dataset(tiny):
     f = MS.build_facts(tiny, RecallConfig().kind_expiry_days)
-    assert dict(RecallConfig().kind_expiry_days) == {k: float(v) for k, v in KIND_EXPIRY_DAYS.items()}
+    # the spec's floors ("decisions last 365 days, constraints 180, preferences 90, notes 30")
+    assert dict(RecallConfig().kind_expiry_days) == {"decision": 365, "constraint": 180, "preference": 90, "note": 30}
     stale = set()
     for m in tiny.memories:
         for a in m.anchors:

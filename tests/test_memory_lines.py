@@ -17,7 +17,7 @@ import pytest
 from memofs.files import memory_lines
 from memofs.files.records import Anchor, Memory
 from memofs.files.timestamps import format_iso, parse_iso
-from memofs.store.project import Store, StoreError, memory_from_json
+from memofs.store.project import Store, StoreError, memory_from_row
 from memofs_datasets.format import load_dataset, write_dataset
 
 T0 = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
@@ -63,7 +63,7 @@ STORE_LINES = [
 
 @pytest.mark.parametrize("row", STORE_LINES, ids=lambda r: r["id"])
 def test_store_lines_decode_as_before(row: dict[str, Any]) -> None:
-    m = memory_from_json(json.loads(json.dumps(row)), "memories.jsonl:1")
+    m = memory_from_row(json.loads(json.dumps(row)), "memories.jsonl:1")
     want, meta = _old_store_memory(row)
     assert (m, m.anchors, m.metadata) == (want, want.anchors, meta)
     if set(_OLD_CORE) <= set(row):  # a line as the store writes it is written back unchanged
@@ -72,9 +72,9 @@ def test_store_lines_decode_as_before(row: dict[str, Any]) -> None:
 
 def test_store_refusals_still_name_file_line_and_field() -> None:
     with pytest.raises(StoreError, match=r"^m\.jsonl:4: field 'created_at' is not an ISO timestamp with timezone"):
-        memory_from_json({"id": "a", "text": "t", "created_at": "2026-03-01T00:00:00"}, "m.jsonl:4")
+        memory_from_row({"id": "a", "text": "t", "created_at": "2026-03-01T00:00:00"}, "m.jsonl:4")
     with pytest.raises(StoreError, match=r"^m\.jsonl:2: field 'title' has 600 characters"):
-        memory_from_json({"id": "a", "text": "t", "title": "x" * 600}, "m.jsonl:2")
+        memory_from_row({"id": "a", "text": "t", "title": "x" * 600}, "m.jsonl:2")
 
 
 NESTED_LINES = [
@@ -126,7 +126,7 @@ def test_a_store_file_is_a_dataset_file_and_back(tmp_path: Path) -> None:
 
     out = write_dataset(ds, tmp_path / "out")
     assert (out / "memories.jsonl").read_bytes() == raw  # one dialect: the same bytes
-    back = [memory_from_json(json.loads(line), f"x:{i}") for i, line in enumerate(raw.decode().splitlines(), 1)]
+    back = [memory_from_row(json.loads(line), f"x:{i}") for i, line in enumerate(raw.decode().splitlines(), 1)]
     assert [(m, m.anchors, m.metadata) for m in back] == [(m, m.anchors, m.metadata) for m in stored]
 
     # and a store reads the exported file as its own
@@ -140,7 +140,7 @@ def test_a_dataset_with_spans_and_entities_round_trips_through_the_store_reader(
     ds = load_dataset(_dataset(tmp_path / "d", TOML, text, ["m1", "m2"]))
     for m in ds.memories:
         line = json.loads(json.dumps(memory_lines.memory_to_json(m)))
-        got = memory_from_json(line, "x:1")
+        got = memory_from_row(line, "x:1")
         assert (got, got.anchors, got.created_at.utcoffset()) == (m, m.anchors, m.created_at.utcoffset())
         assert {**got.metadata, "entities": tuple(got.metadata.get("entities", ()))} == \
             {**m.metadata, "entities": tuple(m.metadata.get("entities", ()))}

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memofs.files.records import Memory
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.recall import Recaller
-from memofs.signals.phrase_scan import PhraseScanner, block_score, blocks_of, fingerprint, split_blocks
+from memofs.signals.phrase_scan import PhraseScanner, block_score, blocks_of, fnv1a64, split_blocks
 from memofs.surfaces.cli import app
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
@@ -26,9 +26,9 @@ CORE = "# Core Memory\r\n\r\n## Stable Facts\n\n- The primary database is Postgr
 
 def test_fnv1a64_published_vectors() -> None:
     # the FNV-1a 64-bit test vectors of the reference (draft-eastlake-fnv, isthe.com/chongo/tech/comp/fnv)
-    assert fingerprint("") == "cbf29ce484222325"
-    assert fingerprint("a") == "af63dc4c8601ec8c"
-    assert fingerprint("foobar") == "85944171f73967e8"
+    assert fnv1a64("") == "cbf29ce484222325"
+    assert fnv1a64("a") == "af63dc4c8601ec8c"
+    assert fnv1a64("foobar") == "85944171f73967e8"
 
 
 def test_section_mode_blocks() -> None:
@@ -62,9 +62,9 @@ def test_scan_orders_cuts_and_names_blocks() -> None:
     got = [(h.block.id, h.score, h.lexical) for h in hits]
     b = blocks_of("core", CORE)
     assert got == [
-        (f"core_2_{fingerprint(b[2].text)[:12]}", 6, 0.6),
-        (f"core_1_{fingerprint(b[1].text)[:12]}", 1, 0.1),
-        (f"notes_0_{fingerprint('Postgres notes')[:12]}", 3, 0.3),  # 1 + 2 (starts with it)
+        (f"core_2_{fnv1a64(b[2].text)[:12]}", 6, 0.6),
+        (f"core_1_{fnv1a64(b[1].text)[:12]}", 1, 0.1),
+        (f"notes_0_{fnv1a64('Postgres notes')[:12]}", 3, 0.3),  # 1 + 2 (starts with it)
     ]
     assert [h.block.id for h in sc.scan("postgres", 1)] == [got[0][0], got[2][0]]  # top `limit` per file
     assert sc.scan("   ", 5) == []  # upstream: a blank query is refused, the error swallowed

@@ -33,7 +33,7 @@ SOURCES: tuple[str, ...] = ("core", "notes")
 """The scanned files, in upstream's order: ``core.md`` then ``notes.md``."""
 
 
-def fingerprint(text: str) -> str:
+def fnv1a64(text: str) -> str:
     """64-bit FNV-1a over the UTF-8 bytes, lowercase hex left-padded to 16 characters."""
     h = FNV_OFFSET
     for byte in text.encode("utf-8"):
@@ -94,7 +94,7 @@ class PhraseHit:
 
 def blocks_of(source: str, text: str) -> list[Block]:
     """Every block of one file, with its candidate id."""
-    return [Block(f"{source}_{i}_{fingerprint(b)[:12]}", source, i, b) for i, b in enumerate(split_blocks(text))]
+    return [Block(f"{source}_{i}_{fnv1a64(b)[:12]}", source, i, b) for i, b in enumerate(split_blocks(text))]
 
 
 class PhraseScanner:

@@ -23,7 +23,7 @@ from memofs.files.sidecar import PrefixStamp
 from memofs.files.timestamps import iso
 from memofs.graph.entity_graph import EntityGraph
 from memofs.graph.extract import RuleBasedExtractor
-from memofs.store.lines import memory_from_json, read_jsonl, read_jsonl_from
+from memofs.store.lines import memory_from_row, read_jsonl, read_jsonl_from
 
 log = logging.getLogger("memofs.store")
 
@@ -201,7 +201,7 @@ class DerivedLines:
             rows, _, read_to = read_jsonl_from(p.memories, mem_stamp)
             if not rows:
                 return []
-            after = [memory_from_json(row, f"{p.memories}:{n}") for n, row in rows]
+            after = [memory_from_row(row, f"{p.memories}:{n}") for n, row in rows]
             events, _, _ = read_jsonl_from(p.events, stamp("events", p.events) if mem_stamp is not None else None)
             logged = {obj.get("metadata", {}).get("id") for _, obj in events
                       if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}

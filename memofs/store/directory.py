@@ -79,7 +79,7 @@ from memofs.store.config_file import ConfigFileError, load_recall_config
 from memofs.store.derived import DerivedLines, fnv1a32
 from memofs.store.errors import StoreError, StoreNotFoundError
 from memofs.store.inputs import NAMESPACE_PATTERN, _check_text, normalize_tags
-from memofs.store.lines import read_jsonl, read_jsonl_from, memory_from_json
+from memofs.store.lines import read_jsonl, read_jsonl_from, memory_from_row
 from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory, check_storable_extras, memory_extras
 
 log = logging.getLogger("memofs.store")
@@ -94,8 +94,8 @@ _ID_BYTES = re.compile(rb'"id":"([^"\\]*)"')
 
 
 # ---------------------------------------------------------------------- records
-def fingerprint(text: str) -> str:
-    """16 hex characters of SHA-256 (upstream ``fingerprint``)."""
+def sha256_hex16(text: str) -> str:
+    """The first 16 hex characters of SHA-256 of the UTF-8 text (store memory ids)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -295,7 +295,7 @@ class Store(DerivedLines):
         rows, warnings, stamp = read_jsonl_from(path, cached.stamp if cached is not None else None)
         parsed: dict[str, Memory] = {}  # the memories of the lines after the sidecar: a repeated id moves to the end
         for lineno, row in rows:
-            m = memory_from_json(row, f"{path}:{lineno}")
+            m = memory_from_row(row, f"{path}:{lineno}")
             parsed.pop(m.id, None)
             parsed[m.id] = m
         moved = bool(parsed) and len(held) > 0 and not set(held.ids).isdisjoint(parsed)  # a parsed line repeats a held id
@@ -488,11 +488,11 @@ class Store(DerivedLines):
             unchanged = self._ready_to_append(p.memories)
             self._ready_to_append(p.events)
             existing = self._ids if unchanged and self._ids_current else self._known_ids()
-            mem_id = "mem_" + fingerprint(f"{stamp}:{text}")
+            mem_id = "mem_" + sha256_hex16(f"{stamp}:{text}")
             salt = 0
             while mem_id in existing:  # same text, same instant: still a new memory
                 salt += 1
-                mem_id = "mem_" + fingerprint(f"{stamp}:{text}:{salt}")
+                mem_id = "mem_" + sha256_hex16(f"{stamp}:{text}:{salt}")
             # the line's timestamp is UTC (upstream's toISOString shape) whatever offset ``now`` had
             memory = Memory(id=mem_id, text=text, kind=kind, created_at=when.astimezone(timezone.utc), confidence=confidence,
                             namespace=namespace, tags=tags, anchors=anchored, supersedes=sup, metadata=extras)

@@ -64,7 +64,7 @@ def read_jsonl_from(path: Path, after: PrefixStamp | None = None
     return rows, warnings, stamp
 
 
-def memory_from_json(row: dict[str, Any], where: str) -> Memory:
+def memory_from_row(row: dict[str, Any], where: str) -> Memory:
     """Validate one memories.jsonl row (:func:`memofs.files.memory_lines.memory_from_json`);
     a refusal raises :class:`StoreError` naming ``where`` (file:line) and the field."""
     try:

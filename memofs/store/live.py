@@ -11,7 +11,7 @@ from memofs.files.jsonl import AppendCursor
 from memofs.files.records import Memory
 from memofs.store.directory import Clock, Store
 from memofs.store.errors import StoreError
-from memofs.store.lines import memory_from_json
+from memofs.store.lines import memory_from_row
 from memofs.store.rehydrate import Rehydrated, rehydrate
 
 
@@ -59,7 +59,7 @@ class LiveStore:
                 continue
             try:
                 row = safe_json.parse(raw, f"{path} (appended line)", expect=dict)
-                m = memory_from_json(row, f"{path} (appended line)")
+                m = memory_from_row(row, f"{path} (appended line)")
             except (safe_json.JSONFileError, StoreError):
                 return False  # the full load reports it with its line number
             old = rec.memories.get(m.id)

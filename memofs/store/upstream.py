@@ -70,12 +70,12 @@ from memofs.files.records import MEMORY_KINDS, Anchor, InvalidInputError, Memory
 from memofs.files.timestamps import parse_iso
 from memofs.graph.entity_graph import EDGES_FILE, NODES_FILE, EntityGraph
 from memofs.signals.anchors import AnchorPathError
-from memofs.signals.phrase_scan import fingerprint as fnv1a64
+from memofs.signals.phrase_scan import fnv1a64
 from memofs.signals.embedders.local import DEFAULT_NAME as MINILM
 from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
 from memofs.store.config_file import EMBEDDER_KEYS, ConfigFileError, split_recall_config
-from memofs.store.project import (MAX_TEXT_CHARS, Store, StoreError, fingerprint, memory_to_json,
-                                  normalize_tags, read_jsonl)
+from memofs.store.project import (MAX_TEXT_CHARS, Store, StoreError, memory_to_json,
+                                  normalize_tags, read_jsonl, sha256_hex16)
 from memofs.text.index_text import upstream_index_text
 from memofs.text.tokenize import tokenize
 
@@ -98,7 +98,7 @@ def upstream_id(timestamp: str, content: str) -> str:
 def _legacy_id(timestamp: str, content: str) -> str:
     """The id imports before issue 37 gave a note without one (SHA-256 based): a note
     imported under it is already imported."""
-    return "mem_" + fingerprint(f"{timestamp}:{content}")
+    return "mem_" + sha256_hex16(f"{timestamp}:{content}")
 
 # ---------------------------------------------------------------------- the plan
 @dataclass

@@ -40,8 +40,7 @@ import typer
 from memofs.files.records import MEMORY_KINDS
 from memofs.files.secrets import shown
 from memofs.signals import kernels
-
-TASK_TYPES = ("coding", "debug", "refactor", "docs", "general")
+from memofs.text.lexicon import TASK_TYPES
 
 app = typer.Typer(
     name="memofs",

@@ -13,16 +13,27 @@ last-bit differences that survive. The sha256 of the table is written beside it
 (``checksum.txt``) and checked on every load; :func:`table_checksum` recomputes it.
 
 Issue 37: numpy's BLAS (the PCA's covariance product and eigendecomposition) also runs on
-one thread now (``threadpoolctl``); before, its thread count followed the machine's cores.
-``BUILD`` is kept: the pinning changes a table by the last-bit noise a build already had
-between machines, and a new key would make a warm evaluation cache (keyed by embedder name)
-mix vectors of two tables.
-What stays machine-dependent: the kernels themselves (torch's and OpenBLAS's AVX2 and
-AVX-512 paths sum in other orders), and rounding to float16 absorbs such noise only for values
-far from a float16 rounding boundary: with 29,525 x 256 entries, one float32 ulp of noise
-flips about 2**-13 of them, i.e. some hundreds of entries, which move cosines in the 4th
-decimal and so the rounded scores' ties. A table is identified by its checksum: two runs
-with equal checksums give identical static figures; across CPUs only the checksum says so.
+one thread (``threadpoolctl``), and the table is computed in float64 end to end
+(:func:`float64_distillation`: forward passes, mean pooling, PCA, SIF weights) and rounded
+to float16 once, from float64. Why: the kernels themselves differ between CPUs (torch's and
+OpenBLAS's AVX2 and AVX-512 paths sum in other orders), and a float32 build carries that
+noise at about 1e-7 relative, which float16 rounding (spacing about 5e-4 relative) absorbs
+only for entries away from a rounding boundary: perturbing the summation order (two threads
+and batches of 37 against one thread and batches of 256, 2,000 tokens, 64 dimensions)
+flipped 230 of 128,000 float16 entries of a float32 build (the fresh-machine tie rate moved
+from 0.0032 to 0.0039). In float64 the same perturbation moves entries by about 1.5e-14
+relative (median; 5e-10 at most, in the smallest entries) and flipped none; summing each
+entry's move over its float16 spacing gives the expected number of flipped entries:
+2e-5 there. On the whole 29,525 x 256 table, rebuilt with two threads and batches of 37:
+7,538,490 of 7,558,400 float64 entries differed (3e-14 relative, median), none flipped in
+float16, both checksums are a6fb99e7...; expected flips 0.0037, i.e. about one rebuild in
+270 with noise of this size would flip an entry.
+Residual risk, stated plainly: it is a probability, not a proof; another CPU whose float64
+results differ by more than these perturbations (a different libm's exp or tanh, a BLAS
+that reorders more) moves the odds, and a flipped entry changes the checksum. A table is
+identified by its checksum: equal checksums give identical static figures.
+``BUILD`` and the embedder's name carry ``f64``, so neither the table cache nor the
+evaluation's embedding cache (keyed by embedder name) mixes the float32 build's vectors in.
 
 The build is silent (issue 37: ``make eval --quiet`` printed transformers' "Loading
 weights" bar and model2vec's "Encoding tokens" bar, which has no switch of its own):
@@ -49,7 +60,10 @@ from memofs.signals.embedders.base import EmbedderError, empty, l2_normalise
 from memofs.signals.embedders.local import default_model_path, quiet_loading
 
 
-BUILD = "model2vec-f32-det1"  # in the cache key: a change to how the table is built makes a new folder
+BUILD = "model2vec-f64-1"  # in the cache key: a change to how the table is built makes a new folder
+TABLE = "f64"
+"""In the embedder's name, so the evaluation's embedding cache (keyed by name) never mixes
+vectors of the float32-built tables (before issue 37) with this build's."""
 CHECKSUM = "checksum.txt"
 
 
@@ -59,13 +73,52 @@ def table_checksum(table: NDArray[np.float32]) -> str:
     return hashlib.sha256(f"{arr.shape}".encode() + arr.tobytes()).hexdigest()
 
 
-def canonical_table(table: NDArray[np.float32]) -> NDArray[np.float32]:
+def canonical_table(table: NDArray[np.floating]) -> NDArray[np.float32]:
     """Signs fixed per column (largest-magnitude entry positive; PCA's sign is arbitrary),
-    rounded to float16 precision: the machine-independent form of a distilled table."""
-    arr = np.asarray(table, dtype=np.float32)
+    rounded to float16 precision: the machine-independent form of a distilled table.
+
+    A float64 table is rounded to float16 directly (numpy rounds double -> half once,
+    to nearest even), never through float32, so its float64 noise is what meets the
+    float16 rounding boundaries."""
+    arr = np.asarray(table)
+    if arr.dtype != np.float64:
+        arr = arr.astype(np.float32)
     pivot = arr[np.abs(arr).argmax(axis=0), np.arange(arr.shape[1])]
-    arr = arr * np.where(pivot < 0, -1.0, 1.0).astype(np.float32)
+    arr = arr * np.where(pivot < 0, -1.0, 1.0).astype(arr.dtype)
     return arr.astype(np.float16).astype(np.float32)
+
+
+def _mean_pool_float64(model: Any, encodings: dict[str, Any]) -> Any:
+    """model2vec's mean pooling (attention-masked mean of the last hidden states), with the
+    forward pass and the mean in float64: model2vec's own casts the states to float32.
+    The model is cast to float64 on the first batch (in place, exact: float32 weights are
+    float64 values)."""
+    import torch
+
+    if next(model.parameters()).dtype != torch.float64:
+        model.double()
+    with torch.inference_mode():
+        on_device = {k: v.to(model.device) for k, v in encodings.items()}
+        hidden = model(**on_device).last_hidden_state
+        mask = on_device["attention_mask"].to(hidden.dtype)
+        mask = mask / mask.sum(1, keepdim=True).clamp_min(1.0)
+        return torch.bmm(mask[:, None, :], hidden).squeeze(1).cpu()
+
+
+@contextmanager
+def float64_distillation() -> Iterator[None]:
+    """model2vec's distillation computed in float64 end to end (issue 37): its token
+    forward passes and mean pooling (:func:`_mean_pool_float64` in place of model2vec's
+    float32 pooling, for the duration), then its PCA and SIF weighting, which keep their
+    input's dtype; call ``distill`` with ``quantize_to="float64"``. Restored afterwards."""
+    from model2vec.distill import inference
+
+    pool = inference._encode_mean_with_model
+    inference._encode_mean_with_model = _mean_pool_float64
+    try:
+        yield
+    finally:
+        inference._encode_mean_with_model = pool
 
 
 @contextmanager
@@ -90,8 +143,8 @@ def quiet_distillation() -> Iterator[None]:
 
 
 def distill_deterministic(model_dir: str, pca_dims: int, sif: float) -> Any:
-    """``model2vec.distill`` on one torch thread and one BLAS thread, seeded, silent, with
-    :func:`canonical_table` applied."""
+    """``model2vec.distill`` in float64 (:func:`float64_distillation`) on one torch thread
+    and one BLAS thread, seeded, silent, with :func:`canonical_table` applied."""
     import torch
     from model2vec.distill import distill
     from threadpoolctl import threadpool_limits
@@ -101,9 +154,9 @@ def distill_deterministic(model_dir: str, pca_dims: int, sif: float) -> Any:
     torch.manual_seed(0)
     np.random.seed(0)
     try:
-        with threadpool_limits(limits=1), quiet_distillation():
+        with threadpool_limits(limits=1), quiet_distillation(), float64_distillation():
             model = distill(model_name=model_dir, pca_dims=pca_dims, sif_coefficient=sif, device="cpu",
-                            quantize_to="float32")
+                            quantize_to="float64")
     finally:
         torch.set_num_threads(threads)
     model.embedding = canonical_table(model.embedding)
@@ -133,7 +186,7 @@ class StaticEmbedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.max_tokens = max_tokens
         base = "all-MiniLM-L6-v2" if model is None else Path(model).name
-        self.name = f"static-distill-{pca_dims}-{base}"
+        self.name = f"static-distill-{pca_dims}-{base}-{TABLE}"
         self._static: Any = None
 
     def _model_dir(self) -> str:
@@ -143,6 +196,11 @@ class StaticEmbedder:
     def dim(self) -> int:
         return int(self.load().dim)
 
+    def folder(self) -> Path:
+        """The cache folder of this build: keyed by model path, PCA size, SIF and ``BUILD``."""
+        key = f"{Path(self._model_dir()).resolve()}|{self.pca_dims}|{self.sif}|{BUILD}"
+        return self.cache_dir / hashlib.sha256(key.encode()).hexdigest()[:16]
+
     def load(self) -> Any:
         """The distilled ``model2vec.StaticModel`` (built once, then read from the cache)."""
         if self._static is not None:
@@ -150,8 +208,7 @@ class StaticEmbedder:
         from model2vec import StaticModel
 
         model_dir = self._model_dir()
-        key = hashlib.sha256(f"{Path(model_dir).resolve()}|{self.pca_dims}|{self.sif}|{BUILD}".encode()).hexdigest()[:16]
-        path = self.cache_dir / key
+        path = self.folder()
         if not (path / "config.json").is_file():
             try:
                 model = distill_deterministic(model_dir, self.pca_dims, self.sif)
