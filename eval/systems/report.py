@@ -129,7 +129,7 @@ def build(cmp: Comparison, headline: list[str], notes: dict[str, str], command: 
 def write(cmp: Comparison, out: Path, markdown: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(markdown, encoding="utf-8")
-    cmp.results.round(10).to_csv(out / "results.csv", index=False)
+    cmp.results.assign(reference=cmp.reference).round(10).to_csv(out / "results.csv", index=False)
     cmp.significance.round(10).to_csv(out / "significance.csv", index=False)
     cmp.efficiency.to_csv(out / "efficiency.csv", index=False)
     cmp.failures.to_csv(out / "failures.csv", index=False)
