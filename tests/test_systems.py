@@ -250,3 +250,36 @@ def test_embedding_cache_hits_are_counted_per_run(tiny, tmp_path, monkeypatch):
     assert warm.embed_misses == 0 and warm.embed_hits == cold.embed_misses
     assert warm.efficiency()["embed_cache_hit_rate"] == 1.0 and cold.efficiency()["embed_cache_hit_rate"] == 0.0
     assert warm.ranked == cold.ranked and any((tmp_path / "embeddings").rglob("*.npy"))
+
+
+def test_a_spec_reuses_another_specs_systems_with_exclusions_and_samples(tmp_path):
+    (tmp_path / "base.toml").write_text(f'harness = "{QUICK}"\n[[systems]]\nname = "a"\nadapter = "memofs"\n'
+                                        '[[systems]]\nname = "b"\nadapter = "memofs"\noptions = { profile = "robust" }\n'
+                                        '[[systems]]\nname = "c"\nadapter = "run-file"\noptions = { path = "x.trec" }\n')
+    (tmp_path / "sub").mkdir()
+    spec = tmp_path / "sub" / "more.toml"
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\nexclude = ["c"]\nreport = "more"\n'
+                    'headline = ["ndcg@10"]\nstats_metrics = ["mrr@10"]\n[scopes]\nb = 2\n')
+    s = load_systems_spec(spec)
+    assert [(x.name, x.scopes, x.options) for x in s.systems] == [("a", None, {}), ("b", 2, {"profile": "robust"})]
+    assert s.systems[0].base == tmp_path  # option paths resolve against the spec that wrote them
+    assert s.report == "more" and s.harness.headline == ("ndcg@10",) and s.harness.stats.metrics == ("mrr@10",)
+    assert s.reference == "a"
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\n[scopes]\nzz = 2\n')
+    with pytest.raises(SpecError, match=r"more.toml: scopes.zz: not one of the systems \(a, b, c\)$"):
+        load_systems_spec(spec)
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\nexclude = ["a", "b", "c"]\n')
+    with pytest.raises(SpecError, match=r"more.toml: exclude: leaves no system to run$"):
+        load_systems_spec(spec)
+
+
+def test_the_committed_systems_specs_load():
+    """systems.toml and its LoCoMo / LongMemEval specs: every system of the first in the others
+    (less the agent-memory run file), the upstream profile among them, samples declared."""
+    specs = {p.stem: load_systems_spec(p) for p in (REPO / "eval" / "specs").glob("systems*.toml")}
+    names = [s.name for s in specs["systems"].systems]
+    assert "memofs-upstream" in names and specs["systems"].report == ""
+    for stem, folder in (("systems-locomo", "locomo"), ("systems-longmemeval", "longmemeval")):
+        s = specs[stem]
+        assert s.report == folder and [x.name for x in s.systems] == [n for n in names if n != "harness-default-runfile"]
+        assert {x.name for x in s.systems if x.scopes} >= {"mem0"}
