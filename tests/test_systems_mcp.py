@@ -154,3 +154,30 @@ def test_write_store_keeps_dates_and_maps_ids(tiny, tmp_path):
     assert sorted(m.id for m in corpus) == sorted(ids.values())
     for m in corpus:
         assert by_id[m.id].created_at == m.created_at and by_id[m.id].text == m.text and by_id[m.id].kind == m.kind
+
+
+def test_write_store_stores_the_cached_vectors_the_surfaces_load(tiny, tmp_path, monkeypatch):
+    """With an embedder the store holds each memory's vector from the harness's cache, under
+    the embedder's name, so a served store loads them instead of encoding every memory; the
+    harness's `minilm` carries the name the served MiniLM (ONNX or sentence-transformers) uses."""
+    import numpy as np
+
+    from memofs.signals.embedders.local import DEFAULT_NAME
+    from memofs.signals.embeddings_file import EmbeddingsFile
+    from memofs_eval.embed import make_embedder
+    from memofs_eval.systems import embedding
+
+    monkeypatch.setenv("MEMOFS_EVAL_CACHE", str(tmp_path / "cache"))
+    _, corpus, _ = scope_of(tiny)
+    emb = embedding.harness_embedder("lsa", [m.text for m in tiny.dataset.memories])
+    emb.warm([m.text for m in corpus])
+    before = embedding.cache_stats()
+    (tmp_path / "store").mkdir()
+    ids = write_store(tmp_path / "store", corpus, emb)
+    assert embedding.cache_stats()["misses"] == before["misses"]  # every vector came from the cache
+    records, skipped = EmbeddingsFile(tmp_path / "store" / ".memofs" / "indexes" / "embeddings.jsonl").load(emb.name, emb.dim)
+    assert not skipped and len(records) == len(corpus)
+    by_text = {m.id: m.text for m in corpus}
+    for r in records:
+        assert np.array_equal(np.asarray(r.vector, dtype=np.float32), emb.encode([by_text[ids[r.id]]])[0])
+    assert make_embedder("minilm").name == DEFAULT_NAME
