@@ -181,3 +181,27 @@ def test_write_store_stores_the_cached_vectors_the_surfaces_load(tiny, tmp_path,
     for r in records:
         assert np.array_equal(np.asarray(r.vector, dtype=np.float32), emb.encode([by_text[ids[r.id]]])[0])
     assert make_embedder("minilm").name == DEFAULT_NAME
+
+
+BASIC_MEMORY = REPO / ".cache" / "basic-memory" / "bin" / "basic-memory"
+
+
+def test_basic_memory_through_the_declared_mapping(tiny):
+    """basic-memory (`make basic-memory`) over stdio with systems.toml's mapping: offline, its
+    full-text search finds each note by the note's own text first, and never names an id
+    outside the scope."""
+    if not BASIC_MEMORY.exists():
+        pytest.skip("basic-memory is not installed (make basic-memory: it needs Python >= 3.12)")
+    from memofs_eval.systems.config import load_systems_spec
+
+    spec = next(s for s in load_systems_spec(REPO / "eval" / "specs" / "systems.toml").systems if s.name == "basic-memory")
+    scope, corpus, queries = scope_of(tiny)
+    sut = spec.build()
+    try:
+        sut.ingest(scope, corpus[:8])
+        for m in corpus[:8]:
+            got = sut.recall(scope, Ask("x", m.text, "general", wall_clock()), 5)
+            assert got.ids and got.ids[0] == m.id, (m.id, got.ids)
+            assert set(got.ids) <= {x.id for x in corpus[:8]}
+    finally:
+        sut.close()
