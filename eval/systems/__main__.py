@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     command += "".join(f" --system {s}" for s in args.system) + (f" --scopes {args.scopes}" if args.scopes else "")
     out = args.out or REPO / "reports" / "systems" / spec.report
     md = report.build(cmp, list(spec.harness.headline), {s.name: s.note for s in systems if s.note}, command,
-                      time.perf_counter() - t0, data=data, specs=(spec.path, spec.harness.path))
+                      time.perf_counter() - t0, data=data, specs=(spec.path, *(p for p in (spec.systems_from,) if p), spec.harness.path))
     report.write(cmp, out, md)
     print(f"wrote {out / 'report.md'}", file=sys.stderr)
     return 0

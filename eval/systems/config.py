@@ -77,6 +77,7 @@ class SystemsSpec:
     timeout_s: float = 60.0
     isolate: bool = True
     report: str = ""  # the report's folder under reports/systems/ ("" = that folder)
+    systems_from: Path | None = None  # the spec whose [[systems]] these are (an input of the report)
 
 
 def adapter_class(adapter: str) -> type[System]:
@@ -157,7 +158,8 @@ def load_systems_spec(path: str | Path) -> SystemsSpec:
     report = raw.get("report", "")
     if not isinstance(report, str) or not re.fullmatch(r"[a-z0-9-]*", report):
         raise SpecError(path, None, "report", f"expected a folder name (a-z, 0-9, -), got {report!r}")
-    return SystemsSpec(path, harness, tuple(systems), reference, float(timeout), isolate, report)
+    src = resolve_path(raw["systems_from"], path.parent) if "systems_from" in raw else None
+    return SystemsSpec(path, harness, tuple(systems), reference, float(timeout), isolate, report, src)
 
 
 def _systems_of(path: Path, text: str, raw: dict[str, Any]) -> list[SystemSpec]:
