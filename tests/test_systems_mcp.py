@@ -205,3 +205,12 @@ def test_basic_memory_through_the_declared_mapping(tiny):
             assert set(got.ids) <= {x.id for x in corpus[:8]}
     finally:
         sut.close()
+
+
+def test_write_store_leaves_out_blank_memories(tiny, tmp_path):
+    import dataclasses
+
+    _, corpus, _ = scope_of(tiny)
+    blank = dataclasses.replace(corpus[0], id="blank", text="  ")
+    ids = write_store(tmp_path, [blank, *corpus[1:3]])
+    assert sorted(ids.values()) == sorted(m.id for m in corpus[1:3])

@@ -38,11 +38,14 @@ EMBEDDERS = ("minilm", "none")
 
 def write_store(root: Path, memories: Sequence[Memory], embedder: CachedEmbedder | None = None) -> dict[str, str]:
     """A fresh store at ``root`` holding ``memories`` (with their vectors from ``embedder``);
-    returns store id -> memory id."""
+    returns store id -> memory id. Memories with blank text are left out (``remember``
+    refuses them, as it would a user's): they are never in the served rankings."""
     store = Store.init(root, clock=wall_clock)  # the surfaces read it at the wall clock too
     out: dict[str, str] = {}
     back: dict[str, str] = {}
     for m in memories:
+        if not m.text.strip():  # the store refuses an empty memory; one would otherwise fail the whole scope
+            continue
         kept = store.remember(m.text, kind=m.kind, confidence=m.confidence, tags=m.tags,
                               supersedes=[back[s] for s in m.supersedes if s in back], now=m.created_at,
                               metadata={"dataset_id": m.id}, embedder=embedder)
