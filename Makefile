@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install inspector test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
+.PHONY: install inspector basic-memory test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
 
 install: $(STAMP)
 
@@ -35,6 +35,14 @@ inspector:
 	@test -x $(INSPECTOR) || { command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund --prefix .cache/node "@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)"; } || echo "npm unavailable: the MCP Inspector test will be skipped"
 	@# the official MCP memory server, a system under test (eval/specs/systems.toml, tests/test_systems_mcp.py)
 	@test -x $(SERVER_MEMORY) || { command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund --prefix .cache/node "@modelcontextprotocol/server-memory@$(SERVER_MEMORY_VERSION)"; } || echo "npm unavailable: the server-memory tests will be skipped"
+
+# basic-memory (a system under test, eval/specs/systems.toml): it needs Python >= 3.12, so it gets
+# its own virtual environment under .cache, apart from the project's
+BASIC_MEMORY_VERSION ?= 0.24.1
+BASIC_MEMORY := .cache/basic-memory/bin/basic-memory
+PYTHON312 ?= python3.12
+basic-memory:
+	@test -x $(BASIC_MEMORY) || { command -v $(PYTHON312) >/dev/null 2>&1 && $(PYTHON312) -m venv .cache/basic-memory && .cache/basic-memory/bin/pip install -q "basic-memory==$(BASIC_MEMORY_VERSION)"; } || echo "no $(PYTHON312): the basic-memory test will be skipped"
 
 test: install inspector
 	$(PY) -m pytest -q

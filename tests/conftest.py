@@ -13,6 +13,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # the default MiniLM's exported ONNX file (issue 38): one temporary cache shared by test
 # sessions and their subprocesses, never the user's ~/.cache (digest-checked, export locked)
 os.environ.setdefault("MEMOFS_MODEL_CACHE", os.path.join(tempfile.gettempdir(), f"memofs-test-model-cache-{os.getuid()}"))
+# `python -m pytest` from the repository root puts the root on sys.path, where datasets/ would
+# pass for Hugging Face's `datasets` (memofs_eval._env.keep_repo_root_off_path)
+from memofs_eval._env import keep_repo_root_off_path  # noqa: E402 (after the variables above)
+
+keep_repo_root_off_path()
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parents[1]

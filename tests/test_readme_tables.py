@@ -65,3 +65,40 @@ def test_committed_readme_tables_match_the_committed_reports():
     perf = REPO / "reports" / "performance.md"
     block = readme_block(perf.read_text(encoding="utf-8"), "reports/performance.md")
     assert update(text, block) == text, "README performance table drifted: run `python -m memofs_eval.reporting.readme_blocks`"
+
+
+def test_systems_table_reads_each_systems_report(tmp_path):
+    """The systems block: mean [CI] per (report, dataset entry, metric), `*` only where the
+    Student test against the report's reference is significant after Holm, `(n/N)` for a system
+    run on a sample of scopes, agent-memory's ingest / p50 as the cost column."""
+    from memofs_eval.reporting.readme_tables import systems_table
+
+    assert "run `python -m memofs_eval.studies.systems" in systems_table(tmp_path)
+    cols = ["dataset", "system", "subset", "metric", "mean", "lo", "hi", "n_queries", "n_failed", "scopes", "reference"]
+    base = tmp_path / "reports/systems"
+    (base / "locomo").mkdir(parents=True)
+    pd.DataFrame([("agent-memory", "ref", "heldout", "ndcg@10", 0.40561, 0.357, 0.455, 151, 0, "all", "ref"),
+                  ("agent-memory", "lance", "heldout", "ndcg@10", 0.781, 0.7444, 0.8163, 151, 0, "all", "ref"),
+                  ("agent-memory", "lance", "heldout", "mrr@10", 0.9, 0.8, 0.95, 151, 0, "all", "ref")],
+                 columns=cols).to_csv(base / "results.csv", index=False)
+    pd.DataFrame([("agent-memory", "ref", "lance", "ndcg@10", "student", 1e-9, 0.375, 151, 3e-9, True),
+                  ("agent-memory", "ref", "lance", "ndcg@10", "fisher", 1e-4, 0.375, 151, 3e-4, True)],
+                 columns=["dataset", "a", "b", "metric", "test", "p", "delta", "n_paired", "p_holm", "significant"]
+                 ).to_csv(base / "significance.csv", index=False)
+    pd.DataFrame([("lance", "agent-memory", 0.364, 22.61), ("ref", "agent-memory", 0.005, 2.7)],
+                 columns=["system", "dataset", "ingest_s", "recall_p50_ms"]).to_csv(base / "efficiency.csv", index=False)
+    pd.DataFrame([("locomo-paper", "ref", "all", "locomo_recall@10", 0.34, 0.31, 0.37, 1986, 0, "all", "ref"),
+                  ("locomo-paper", "mem0", "all", "locomo_recall@10", 0.5, 0.4, 0.6, 600, 0, "3 of 10 scopes (seed 42)", "ref")],
+                 columns=cols).to_csv(base / "locomo/results.csv", index=False)
+    pd.DataFrame([("locomo-paper", "ref", "mem0", "locomo_recall@10", "student", 0.2, 0.1, 600, 0.4, False)],
+                 columns=["dataset", "a", "b", "metric", "test", "p", "delta", "n_paired", "p_holm", "significant"]
+                 ).to_csv(base / "locomo/significance.csv", index=False)
+    table = systems_table(tmp_path).splitlines()
+    assert table[0] == ("| system | agent-memory nDCG@10 (held-out, memofs) | LoCoMo R@10 (locomo-paper, all categories) "
+                        "| ingest s / recall p50 ms (agent-memory) |")
+    assert table[2] == "| ref | 0.406 [0.357, 0.455] | 0.340 [0.310, 0.370] | 0.01 / 2.7 |"
+    assert table[3] == "| lance | 0.781 [0.744, 0.816]* |  | 0.36 / 22.6 |"
+    assert table[4] == "| mem0 |  | 0.500 [0.400, 0.600] (3/10) |  |"
+    filled = fill("x\n<!-- systems:start -->\nold\n<!-- systems:end -->\n", "<!-- systems:start -->",
+                  "<!-- systems:end -->", systems_table(tmp_path), "R")
+    assert "\n".join(table) in filled and "old" not in filled

@@ -162,6 +162,10 @@ def test_run_file_defects_are_reported_per_query(tiny, tmp_path):
     ('[[systems]]\nname = "a"\nadapter = "nosuch"\n', "systems.toml:4: systems[0].adapter: expected one of"),
     ('reference = "zz"\n[[systems]]\nname = "a"\nadapter = "memofs"\n', "systems.toml: reference: 'zz' is not one of the systems"),
     ('timeout_s = -1\n[[systems]]\nname = "a"\nadapter = "memofs"\n', "systems.toml: timeout_s: expected a positive number"),
+    ('[[systems]]\nname = "a"\nadapter = "memofs"\nscopes = 0\n', "systems.toml:5: systems[0].scopes: expected a positive whole number"),
+    ('headline = ["ndcg@11"]\n[[systems]]\nname = "a"\nadapter = "memofs"\n',
+     "systems.toml: headline: expected a non-empty list of the harness spec's metrics"),
+    ('report = "../x"\n[[systems]]\nname = "a"\nadapter = "memofs"\n', "systems.toml: report: expected a folder name"),
 ])
 def test_malformed_systems_spec_fails_with_one_line_naming_the_field(tmp_path, body, message):
     path = tmp_path / "systems.toml"
@@ -209,3 +213,73 @@ def test_an_isolated_system_whose_process_dies_fails_its_queries_only(tiny):
     (run,) = run_isolated(DyingSpec("dies", "memofs", {}), [tiny], 5, 30)
     assert set(run.failures) == {q.id for q in tiny.queries} and not any(run.ranked.values())
     assert all(r.startswith("system process died: BrokenProcessPool") for r in run.failures.values())
+
+
+def test_a_sampled_system_runs_its_seeded_scopes_only_and_is_paired_on_them(tiny):
+    """``scopes = 1``: the same seeded scope every time; the system is asked that scope's
+    queries only (its ranking of them is the full run's: a scope is ranked on its own corpus),
+    its cells cover those queries, and the paired test against the full run is on them alone."""
+    from memofs_eval.studies.systems.run import sample_scopes
+
+    spec = load_spec(QUICK)
+    full = lexical(spec.k, tiny)
+    part = run_in_process(SystemSpec("part", "memofs", {"embedder": "none"}, scopes=1), [tiny], spec.k, 60, seed=spec.seed)[0]
+    chosen = sample_scopes(tiny, 1, spec.seed)
+    assert chosen == sample_scopes(tiny, 1, spec.seed) and len(chosen) == 1
+    assert sample_scopes(tiny, 5, spec.seed) == sorted({q.scope for q in tiny.queries}, key=lambda s: (s is not None, s or ""))
+    asked = [q.id for q in tiny.queries if q.scope == chosen[0]]
+    assert part.asked == tuple(asked) and set(part.ranked) == set(asked) and part.scopes == f"1 of 3 scopes (seed {spec.seed})"
+    assert part.ranked == {q: full.ranked[q] for q in asked}
+    cmp = compare(spec, [tiny], {"full": [full], "part": [part]}, "full")
+    mine = [q for q in tiny.subsets()[tiny.headline_subset] if q in set(asked)]
+    row = cmp.results[(cmp.results.system == "part") & (cmp.results.metric == "ndcg@10")].iloc[0]
+    assert row["n_queries"] == len(mine) and row["scopes"] == part.scopes
+    assert row["mean"] == pytest.approx(cmp.per_query[("tiny", "full")].loc[mine, "ndcg@10"].mean())
+    sig = cmp.significance
+    assert (sig["n_paired"] == len(mine)).all() and (sig["delta"] == 0.0).all() and (sig["p"] == 1.0).all()
+
+
+def test_embedding_cache_hits_are_counted_per_run(tiny, tmp_path, monkeypatch):
+    """A run on a cold cache encodes every text it embeds (all misses); the same run again
+    reads them all from the cache (hit rate 1), through the harness's on-disk cache."""
+    monkeypatch.setenv("MEMOFS_EVAL_CACHE", str(tmp_path))
+    sut = SystemSpec("lsa", "memofs", {"embedder": "lsa"})
+    cold = run_in_process(sut, [tiny], 10, 60)[0]
+    warm = run_in_process(sut, [tiny], 10, 60)[0]
+    assert cold.embed_hits == 0 and cold.embed_misses >= len(tiny.dataset.memories)
+    assert warm.embed_misses == 0 and warm.embed_hits == cold.embed_misses
+    assert warm.efficiency()["embed_cache_hit_rate"] == 1.0 and cold.efficiency()["embed_cache_hit_rate"] == 0.0
+    assert warm.ranked == cold.ranked and any((tmp_path / "embeddings").rglob("*.npy"))
+
+
+def test_a_spec_reuses_another_specs_systems_with_exclusions_and_samples(tmp_path):
+    (tmp_path / "base.toml").write_text(f'harness = "{QUICK}"\n[[systems]]\nname = "a"\nadapter = "memofs"\n'
+                                        '[[systems]]\nname = "b"\nadapter = "memofs"\noptions = { profile = "robust" }\n'
+                                        '[[systems]]\nname = "c"\nadapter = "run-file"\noptions = { path = "x.trec" }\n')
+    (tmp_path / "sub").mkdir()
+    spec = tmp_path / "sub" / "more.toml"
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\nexclude = ["c"]\nreport = "more"\n'
+                    'headline = ["ndcg@10"]\nstats_metrics = ["mrr@10"]\n[scopes]\nb = 2\n')
+    s = load_systems_spec(spec)
+    assert [(x.name, x.scopes, x.options) for x in s.systems] == [("a", None, {}), ("b", 2, {"profile": "robust"})]
+    assert s.systems[0].base == tmp_path  # option paths resolve against the spec that wrote them
+    assert s.report == "more" and s.harness.headline == ("ndcg@10",) and s.harness.stats.metrics == ("mrr@10",)
+    assert s.reference == "a"
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\n[scopes]\nzz = 2\n')
+    with pytest.raises(SpecError, match=r"more.toml: scopes.zz: not one of the systems \(a, b, c\)$"):
+        load_systems_spec(spec)
+    spec.write_text(f'harness = "{QUICK}"\nsystems_from = "../base.toml"\nexclude = ["a", "b", "c"]\n')
+    with pytest.raises(SpecError, match=r"more.toml: exclude: leaves no system to run$"):
+        load_systems_spec(spec)
+
+
+def test_the_committed_systems_specs_load():
+    """systems.toml and its LoCoMo / LongMemEval specs: every system of the first in the others
+    (less the agent-memory run file), the upstream profile among them, samples declared."""
+    specs = {p.stem: load_systems_spec(p) for p in (REPO / "eval" / "specs").glob("systems*.toml")}
+    names = [s.name for s in specs["systems"].systems]
+    assert "memofs-upstream" in names and specs["systems"].report == ""
+    for stem, folder in (("systems-locomo", "locomo"), ("systems-longmemeval", "longmemeval")):
+        s = specs[stem]
+        assert s.report == folder and [x.name for x in s.systems] == [n for n in names if n != "harness-default-runfile"]
+        assert {x.name for x in s.systems if x.scopes} >= {"mem0"}

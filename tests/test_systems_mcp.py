@@ -154,3 +154,63 @@ def test_write_store_keeps_dates_and_maps_ids(tiny, tmp_path):
     assert sorted(m.id for m in corpus) == sorted(ids.values())
     for m in corpus:
         assert by_id[m.id].created_at == m.created_at and by_id[m.id].text == m.text and by_id[m.id].kind == m.kind
+
+
+def test_write_store_stores_the_cached_vectors_the_surfaces_load(tiny, tmp_path, monkeypatch):
+    """With an embedder the store holds each memory's vector from the harness's cache, under
+    the embedder's name, so a served store loads them instead of encoding every memory; the
+    harness's `minilm` carries the name the served MiniLM (ONNX or sentence-transformers) uses."""
+    import numpy as np
+
+    from memofs.signals.embedders.local import DEFAULT_NAME
+    from memofs.signals.embeddings_file import EmbeddingsFile
+    from memofs_eval.runs.embed import make_embedder
+    from memofs_eval.studies.systems import embedding
+
+    monkeypatch.setenv("MEMOFS_EVAL_CACHE", str(tmp_path / "cache"))
+    _, corpus, _ = scope_of(tiny)
+    emb = embedding.harness_embedder("lsa", [m.text for m in tiny.dataset.memories])
+    emb.warm([m.text for m in corpus])
+    before = embedding.cache_stats()
+    (tmp_path / "store").mkdir()
+    ids = write_store(tmp_path / "store", corpus, emb)
+    assert embedding.cache_stats()["misses"] == before["misses"]  # every vector came from the cache
+    records, skipped = EmbeddingsFile(tmp_path / "store" / ".memofs" / "indexes" / "embeddings.jsonl").load(emb.name, emb.dim)
+    assert not skipped and len(records) == len(corpus)
+    by_text = {m.id: m.text for m in corpus}
+    for r in records:
+        assert np.array_equal(np.asarray(r.vector, dtype=np.float32), emb.encode([by_text[ids[r.id]]])[0])
+    assert make_embedder("minilm").name == DEFAULT_NAME
+
+
+BASIC_MEMORY = REPO / ".cache" / "basic-memory" / "bin" / "basic-memory"
+
+
+def test_basic_memory_through_the_declared_mapping(tiny):
+    """basic-memory (`make basic-memory`) over stdio with systems.toml's mapping: offline, its
+    full-text search finds each note by the note's own text first, and never names an id
+    outside the scope."""
+    if not BASIC_MEMORY.exists():
+        pytest.skip("basic-memory is not installed (make basic-memory: it needs Python >= 3.12)")
+    from memofs_eval.studies.systems.config import load_systems_spec
+
+    spec = next(s for s in load_systems_spec(REPO / "eval" / "specs" / "systems.toml").systems if s.name == "basic-memory")
+    scope, corpus, queries = scope_of(tiny)
+    sut = spec.build()
+    try:
+        sut.ingest(scope, corpus[:8])
+        for m in corpus[:8]:
+            got = sut.recall(scope, Ask("x", m.text, "general", wall_clock()), 5)
+            assert got.ids and got.ids[0] == m.id, (m.id, got.ids)
+            assert set(got.ids) <= {x.id for x in corpus[:8]}
+    finally:
+        sut.close()
+
+
+def test_write_store_leaves_out_blank_memories(tiny, tmp_path):
+    import dataclasses
+
+    _, corpus, _ = scope_of(tiny)
+    blank = dataclasses.replace(corpus[0], id="blank", text="  ")
+    ids = write_store(tmp_path, [blank, *corpus[1:3]])
+    assert sorted(ids.values()) == sorted(m.id for m in corpus[1:3])

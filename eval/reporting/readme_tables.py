@@ -7,8 +7,10 @@ Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/result
 (``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
 between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
 ``<!-- bench-lexical:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
-(``reports/longmemeval`` and ``reports/locomo``), and the sweep timings from each run's ``manifest.json``
-into ``<!-- sweep-speed:start/end -->``. No number in those tables is typed by hand.
+(``reports/longmemeval`` and ``reports/locomo``), the memory systems under test into
+``<!-- systems:start/end -->`` (``reports/systems``, its ``locomo`` and ``longmemeval`` folders),
+and the sweep timings from each run's ``manifest.json`` into ``<!-- sweep-speed:start/end -->``.
+No number in those tables is typed by hand.
 """
 
 from __future__ import annotations
@@ -126,6 +128,67 @@ def protocols_table(repo: Path = REPO) -> str:
     return "\n".join(lines) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
 
 
+# (report folder under reports/systems, dataset entry, metric, column header naming its protocol)
+SYSTEMS_COLUMNS = (
+    ("", "agent-memory", "ndcg@10", "agent-memory nDCG@10 (held-out, memofs)"),
+    ("locomo", "locomo", "ndcg@10", "LoCoMo nDCG@10 (memofs)"),
+    ("locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10 (locomo-paper, all categories)"),
+    ("longmemeval", "longmemeval-turn", "ndcg@10", "LME dev turns nDCG@10 (memofs)"),
+    ("longmemeval", "longmemeval-turn-official", "recall_any@10", "LME dev turns R_any@10 (official)"),
+    ("longmemeval", "longmemeval-session-official", "recall_any@5", "LME dev sessions R_any@5 (official)"),
+)
+
+
+def systems_table(repo: Path = REPO) -> str:
+    """Each system under test (``python -m memofs_eval.studies.systems``) on every dataset whose systems
+    report exists: the mean with its bootstrap CI, ``*`` where Student's paired t against the
+    reference is significant after Holm, ``(n/N)`` where the system ran on a seeded sample of
+    scopes; then its ingest time and recall p50 on agent-memory."""
+    frames, sig, eff = {}, {}, None
+    for folder in dict.fromkeys(c[0] for c in SYSTEMS_COLUMNS):
+        base = repo / "reports" / "systems" / folder
+        if (base / "results.csv").is_file():
+            frames[folder] = pd.read_csv(base / "results.csv")
+            sig[folder] = pd.read_csv(base / "significance.csv") if (base / "significance.csv").is_file() else None
+    cols = [c for c in SYSTEMS_COLUMNS if c[0] in frames and ((frames[c[0]].dataset == c[1]) & (frames[c[0]].metric == c[2])).any()]
+    if not cols:
+        return "(run `python -m memofs_eval.studies.systems eval/specs/systems.toml` and its -locomo / -longmemeval specs)"
+    if (repo / "reports" / "systems" / "efficiency.csv").is_file():
+        eff = pd.read_csv(repo / "reports" / "systems" / "efficiency.csv")
+        eff = eff[eff.dataset == "agent-memory"].set_index("system")
+    systems = list(dict.fromkeys(x for f in frames.values() for x in f.system))
+    lines = ["| system | " + " | ".join(c[3] for c in cols) + " | ingest s / recall p50 ms (agent-memory) |",
+             "|---|" + "---:|" * (len(cols) + 1)]
+    for system in systems:
+        cells = []
+        for folder, ds, metric, _ in cols:
+            df = frames[folder]
+            hit = df[(df.dataset == ds) & (df.system == system) & (df.metric == metric)]
+            if not len(hit):
+                cells.append("")
+                continue
+            r = hit.iloc[0]
+            mark, tests = "", sig[folder]
+            if tests is not None and len(tests):
+                ref = df.reference.iloc[0] if "reference" in df else tests.a.iloc[0]  # compare() pairs the reference first
+                t = tests[(tests.dataset == ds) & (tests.a == ref) & (tests.b == system)
+                          & (tests.metric == metric) & (tests.test == "student")]
+                mark = ("*v" if t.delta.iloc[0] < 0 else "*") if len(t) and bool(t.significant.iloc[0]) else ""
+            sample = str(r.get("scopes", "all"))
+            note = f" ({sample.split(' scopes')[0].replace(' of ', '/')})" if sample not in ("all", "nan") else ""
+            cells.append(f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]{mark}{note}")
+        cost = ""
+        if eff is not None and system in eff.index:
+            e = eff.loc[system]
+            cost = f"{e['ingest_s']:.2f} / {e['recall_p50_ms']:.1f}" if pd.notna(e["recall_p50_ms"]) else ""
+        lines.append(f"| {system} | " + " | ".join(cells) + f" | {cost} |")
+    return "\n".join(lines) + ("\n\n*From `reports/systems/{,locomo/,longmemeval/}results.csv`: mean [95% bootstrap CI]; "
+                               "`*` Student's paired t against the report's reference (the first row) significant after Holm over the report (`v`: worse); "
+                               "`(n/N)` ran on a seeded sample of n of the N scopes (conversations, haystacks) and is "
+                               "scored on their questions. Each column names its dataset and protocol; the reports' "
+                               "captions define them.*")
+
+
 def learned_table(repo: Path = REPO) -> str:
     summary = repo / "reports" / "learned" / "summary.json"
     if not summary.is_file():
@@ -210,6 +273,8 @@ def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
     text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
     if "<!-- field-protocols:start -->" in text:
         text = fill(text, "<!-- field-protocols:start -->", "<!-- field-protocols:end -->", protocols_table(repo), where)
+    if "<!-- systems:start -->" in text:
+        text = fill(text, "<!-- systems:start -->", "<!-- systems:end -->", systems_table(repo), where)
     if "<!-- learned-lodo:start -->" in text:
         text = fill(text, "<!-- learned-lodo:start -->", "<!-- learned-lodo:end -->", lodo_table(repo), where)
     return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)

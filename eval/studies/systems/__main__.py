@@ -1,6 +1,8 @@
-"""``python -m memofs_eval.studies.systems SPEC [--out DIR] [--dataset NAME ...]``: every system of a
-systems spec through its harness spec's datasets, then the comparison report
-(:mod:`.report`). Exit 0 on success, 2 with one line when the spec or a dataset is bad."""
+"""``python -m memofs_eval.studies.systems SPEC [--out DIR] [--dataset NAME ...] [--scopes N]``: every
+system of a systems spec through its harness spec's datasets, then the comparison report
+(:mod:`.report`) in ``reports/systems/<the spec's report folder>``. ``--scopes N``: every system
+on the same seeded sample of at most N scopes per dataset (a small run). Exit 0 on success, 2
+with one line when the spec or a dataset is bad."""
 
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from memofs_eval.studies.systems.run import run_in_process, run_isolated
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memofs_eval.studies.systems", description=__doc__.split("\n\n")[0])
     ap.add_argument("spec", type=Path)
-    ap.add_argument("--out", type=Path, default=REPO / "reports" / "systems")
+    ap.add_argument("--out", type=Path, default=None, help="default: reports/systems/<the spec's report folder>")
     ap.add_argument("--dataset", action="append", default=[], help="only these datasets of the spec (repeatable)")
     ap.add_argument("--system", action="append", default=[], help="only these systems (repeatable; the reference is kept)")
+    ap.add_argument("--scopes", type=int, default=None, help="at most this many scopes per dataset, a seeded sample")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
@@ -39,17 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for s in systems:
         t = time.perf_counter()
-        runs[s.name] = runner(s, data, spec.harness.k, spec.timeout_s)
+        runs[s.name] = runner(s, data, spec.harness.k, spec.timeout_s, spec.harness.seed, args.scopes)
         failed = sum(len(r.failures) for r in runs[s.name])
         print(f"{s.name}: {time.perf_counter() - t:.1f} s, {failed} failed queries", file=sys.stderr)
     cmp = compare(spec.harness, data, runs, spec.reference)
     rel = args.spec.resolve().relative_to(REPO) if args.spec.resolve().is_relative_to(REPO) else args.spec
     command = f"python -m memofs_eval.studies.systems {rel}" + "".join(f" --dataset {d}" for d in args.dataset)
-    command += "".join(f" --system {s}" for s in args.system)
+    command += "".join(f" --system {s}" for s in args.system) + (f" --scopes {args.scopes}" if args.scopes else "")
+    out = args.out or REPO / "reports" / "systems" / spec.report
     md = report.build(cmp, list(spec.harness.headline), {s.name: s.note for s in systems if s.note}, command,
-                      time.perf_counter() - t0)
-    report.write(cmp, args.out, md)
-    print(f"wrote {args.out / 'report.md'}", file=sys.stderr)
+                      time.perf_counter() - t0, data=data, specs=(spec.path, *(p for p in (spec.systems_from,) if p), spec.harness.path))
+    report.write(cmp, out, md)
+    print(f"wrote {out / 'report.md'}", file=sys.stderr)
     return 0
 
 

@@ -47,11 +47,13 @@ def compare(spec: Spec, data: list[EvalData], runs: dict[str, list[SystemRun]], 
         qids = [q.id for q in d.queries]
         facts = MS.build_facts(d.dataset, spec.default_config().kind_expiry_days, qids)
         subset = d.subsets()[d.headline_subset]
+        asked: dict[str, set[str]] = {}  # a system run on a sample of scopes is scored on the queries it was asked
         for metric in names:
             triv = MS.trivial_queries(facts, metric, subset)
             triv_rows.append({"dataset": d.name, "metric": metric, "n_trivial": len(triv), "n_queries": len(subset)})
         for sname in systems:
             run = runs[sname][i]
+            asked[sname] = set(qids if run.asked is None else run.asked)
             ranked = {q: run.ranked.get(q, []) for q in qids}
             pq = MS.per_query(facts, d.qrels, ranked, names)
             pq_all[(d.name, sname)] = pq
@@ -59,27 +61,31 @@ def compare(spec: Spec, data: list[EvalData], runs: dict[str, list[SystemRun]], 
             eff["tie_rate@10"] = tie_rate({q: run.scored[q] for q in qids if q in run.scored}) if run.scored else float("nan")
             eff_rows.append(eff)
             fail_rows += [{"dataset": d.name, "system": sname, "query": q, "reason": r} for q, r in sorted(run.failures.items())]
+            mine = [q for q in subset if q in asked[sname]]
             for metric in names:
-                vals = pq.loc[subset, metric].to_numpy()
+                vals = pq.loc[mine, metric].to_numpy()
                 vals = vals[np.isfinite(vals)]
                 lo, hi = S.bootstrap_ci(vals, st.bootstrap, spec.seed)
                 res_rows.append({"dataset": d.name, "system": sname, "subset": d.headline_subset, "metric": metric,
                                  "mean": float(vals.mean()) if vals.size else float("nan"), "lo": lo, "hi": hi,
-                                 "n_queries": len(subset), "n_failed": sum(q in run.failures for q in subset)})
+                                 "n_queries": len(mine), "n_failed": sum(q in run.failures for q in mine),
+                                 "scopes": run.scopes or "all"})
         # the reference first in every pair it is part of, then every other pair
         pairs = [(reference, s) for s in systems if s != reference]
         pairs += [(a, b) for a, b in combinations([s for s in systems if s != reference], 2)]
         for a, b in pairs:
             for test in st.tests:
+                both_asked = [q for q in subset if q in asked[a] and q in asked[b]]  # paired on what both ran
                 for metric in st.metrics:
-                    x = pq_all[(d.name, a)].loc[subset, metric].to_numpy()
-                    y = pq_all[(d.name, b)].loc[subset, metric].to_numpy()
+                    x = pq_all[(d.name, a)].loc[both_asked, metric].to_numpy()
+                    y = pq_all[(d.name, b)].loc[both_asked, metric].to_numpy()
                     both = np.isfinite(x) & np.isfinite(y)  # measures are NaN where they do not apply
                     x, y = x[both], y[both]
                     p = S.paired_pvalue(x, y, test, st.n_permutations, spec.seed)
                     sig_rows.append({"dataset": d.name, "a": a, "b": b, "metric": metric, "test": test, "p": p,
-                                     "delta": float(y.mean() - x.mean()) if x.size else float("nan")})
-    sig = pd.DataFrame(sig_rows, columns=["dataset", "a", "b", "metric", "test", "p", "delta"])
+                                     "delta": float(y.mean() - x.mean()) if x.size else float("nan"),
+                                     "n_paired": int(x.size)})
+    sig = pd.DataFrame(sig_rows, columns=["dataset", "a", "b", "metric", "test", "p", "delta", "n_paired"])
     sig["p_holm"] = float("nan")
     for test in sig["test"].unique():  # Holm over every comparison of the report, per test (as memofs-eval run)
         idx = sig.index[sig["test"] == test]

@@ -13,13 +13,28 @@ from collections.abc import Iterable, Sequence
 from memofs_datasets.format import Dataset
 
 from memofs_eval._env import cache_root
+from memofs.signals.embedding_cache import EmbeddingCache
+
 from memofs_eval.runs.embed import CachedEmbedder, embedding_cache, make_embedder
+
+
+_CACHES: list[EmbeddingCache] = []  # every cache this process opened: their hit/miss counters
 
 
 def harness_embedder(name: str, corpus_texts: Sequence[str] = ()) -> CachedEmbedder | None:
     """``name`` as in a harness spec (``minilm``, ``lsa``, ``none``...); None for ``none``."""
     inner = make_embedder(name, list(corpus_texts))
-    return CachedEmbedder(inner, embedding_cache(cache_root())) if inner is not None else None
+    if inner is None:
+        return None
+    cache = embedding_cache(cache_root())
+    _CACHES.append(cache)
+    return CachedEmbedder(inner, cache)
+
+
+def cache_stats() -> dict[str, int]:
+    """Texts the harness's embedding cache answered (``hits``) or encoded (``misses``) in this
+    process so far, over every embedder :func:`harness_embedder` made."""
+    return {"hits": sum(c.hits for c in _CACHES), "misses": sum(c.misses for c in _CACHES)}
 
 
 def warmed_embedder(name: str, dataset: Dataset, extra_texts: Iterable[str] = ()) -> CachedEmbedder | None:

@@ -1,7 +1,10 @@
 """mem0 open source (``pip install mem0ai``), no key and no network: ``Memory.add(...,
 infer=False)`` stores each memory as given (no LLM extraction), embedded by mem0's own
-``huggingface`` embedder loading our local MiniLM (:class:`~memofs.signals.embedders.local.
-LocalEmbedder`'s path), in a local Chroma store; ``Memory.search`` with the scope as
+``huggingface`` embedder configured on our local MiniLM (:class:`~memofs.signals.embedders.local.
+LocalEmbedder`'s path) and then answered from the harness's embedding cache (:mod:`.embedding`:
+the same vectors as every other system, a text encoded once across systems and runs; mem0
+calls ``embedding_model.embed(text, action)``, which :class:`CachedMem0Embedding` serves), in a
+local Chroma store; ``Memory.search`` with the scope as
 ``user_id`` ranks them. mem0 builds an OpenAI client at start even when inference is off, so
 it gets a placeholder key that nothing ever sends (no call reaches an LLM with ``infer=False``;
 the machine has no route to one either). Telemetry is switched off (``MEM0_TELEMETRY``).
@@ -24,10 +27,27 @@ from memofs.files.records import Memory
 from memofs.signals.embedders.local import LocalEmbedder
 from memofs_datasets.format import Dataset
 
+from memofs_eval.runs.embed import CachedEmbedder
 from memofs_eval.studies.systems.base import Ask, Recalled, System, folder_bytes
+from memofs_eval.studies.systems.embedding import warmed_embedder
 
 PLACEHOLDER_KEY = "unused-infer-false"
 os.environ.setdefault("MEM0_TELEMETRY", "False")  # before mem0 is imported: it reads it at import
+
+
+class CachedMem0Embedding:
+    """mem0's embedder interface (``embed`` / ``embed_batch``, as its ``EmbeddingBase``) over the
+    harness's cached MiniLM: the vectors mem0's own huggingface embedder would compute for the
+    same model, read from the cache instead of encoded again."""
+
+    def __init__(self, emb: CachedEmbedder) -> None:
+        self.emb = emb
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        return self.emb.encode([text])[0].tolist()
+
+    def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+        return self.emb.encode(list(texts)).tolist() if texts else []
 
 
 class Mem0System(System):
@@ -49,6 +69,9 @@ class Mem0System(System):
             "history_db_path": str(self._root / "history.db"),
         }
         self._mem = Mem0.from_config(config)
+        emb = warmed_embedder("minilm", dataset)
+        assert emb is not None
+        self._mem.embedding_model = CachedMem0Embedding(emb)
 
     @staticmethod
     def user(scope: str) -> str:
