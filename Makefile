@@ -26,14 +26,14 @@ $(STAMP): pyproject.toml setup.py Makefile
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# the official MCP Inspector, an external client for tests/test_mcp_surface.py (skipped without node)
+# the official MCP Inspector, an external client for tests/test_memofs/surfaces/test_mcp_surface.py (skipped without node)
 INSPECTOR_VERSION ?= 0.15.0
 INSPECTOR := .cache/node/node_modules/.bin/mcp-inspector
 SERVER_MEMORY_VERSION ?= 2026.8.31
 SERVER_MEMORY := .cache/node/node_modules/.bin/mcp-server-memory
 inspector:
 	@test -x $(INSPECTOR) || { command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund --prefix .cache/node "@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)"; } || echo "npm unavailable: the MCP Inspector test will be skipped"
-	@# the official MCP memory server, a system under test (eval/specs/systems.toml, tests/test_systems_mcp.py)
+	@# the official MCP memory server, a system under test (eval/specs/systems.toml, tests/test_eval/studies/test_systems_mcp.py)
 	@test -x $(SERVER_MEMORY) || { command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund --prefix .cache/node "@modelcontextprotocol/server-memory@$(SERVER_MEMORY_VERSION)"; } || echo "npm unavailable: the server-memory tests will be skipped"
 
 # basic-memory (a system under test, eval/specs/systems.toml): it needs Python >= 3.12, so it gets

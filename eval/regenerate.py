@@ -89,7 +89,7 @@ README_WRITERS: tuple[tuple[str, ...], ...] = (
     (PY, "-m", "memofs_eval.reporting.readme_tables"), (PY, "-m", "memofs_eval.reporting.readme_blocks"), (PY, "-m", "memofs_eval.reporting.readme_tour"))
 
 # fields that describe a run rather than its figures
-_NOT_FIGURES = frozenset({"git_commit", "code_hash", "code_entries", "code_inputs", "code_files", "run_id", "timings",
+_NOT_FIGURES = frozenset({"git_commit", "code_hash", "code_entries", "code_inputs", "code_outputs", "code_files", "run_id", "timings",
                           "packages", "cache", "path", "wall_s", "seconds", "elapsed_s"})
 
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from memofs_datasets import shared
+from support import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def test_every_resolution_of_shared_data_names_the_running_test(tmp_path, monkeypatch, request):
@@ -44,11 +45,11 @@ def _pytest(only: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_only_the_listed_ids_run_and_an_unknown_id_is_an_error(tmp_path):
     only = tmp_path / "ids.txt"
-    only.write_text("tests/test_ties.py::test_tie_positions_by_hand\n")
-    res = _pytest(only, "tests/test_ties.py")
+    only.write_text("tests/test_eval/scoring/test_ties.py::test_tie_positions_by_hand\n")
+    res = _pytest(only, "tests/test_eval/scoring/test_ties.py")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 passed" in res.stdout and "deselected" in res.stdout
-    only.write_text("tests/test_ties.py::test_that_does_not_exist\n")
-    res = _pytest(only, "tests/test_ties.py")
+    only.write_text("tests/test_eval/scoring/test_ties.py::test_that_does_not_exist\n")
+    res = _pytest(only, "tests/test_eval/scoring/test_ties.py")
     assert res.returncode != 0
     assert "not collected" in res.stdout + res.stderr

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from memofs_eval.provenance.code_closure import modules
+from support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 SCANNED = ("memofs", "memofs_datasets")
 
 # value (normalised repr) -> why a second copy is kept

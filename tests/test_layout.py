@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from memofs_eval.provenance.code_closure import imports  # the same import graph provenance follows
+from support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 PACKAGES = {"memofs": ROOT / "memofs", "memofs_eval": ROOT / "eval", "memofs_datasets": ROOT / "datasets"}
 # each package's stages, bottom first: a module may import its own stage and the ones before it.
 # memofs and the harness stage by folder; datasets (a flat package beside its data folders) by module.

@@ -28,9 +28,10 @@ import pytest
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.recall import RecallResult
 from memofs.store.project import Store, rehydrate
+from support import REPO_ROOT
 
 NOW = datetime(2026, 9, 1, 12, tzinfo=timezone.utc)
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 D1_QUERY = "What database driver did we pick for tenant metadata?"
 D1 = "Use D1 for tenant metadata (decision rationale: edge latency)"  # quoted in the write-up

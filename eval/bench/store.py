@@ -355,7 +355,7 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
         saved_ms = percentile(npy.per_ms, 50) - percentile(nb.per_ms, 50)
         lines += ["", f"Kernels (`memofs.signals.kernels`): lexical recall on the {starts[0].n if starts else rehydrated[-1].n:,}-memory "
                   f"store in {cfg.kernel_runs} fresh processes per backend (alternating): the first recall of each process, then "
-                  f"{cfg.kernel_queries} more. Both give the same rankings and scores (`tests/test_kernels.py`).", "",
+                  f"{cfg.kernel_queries} more. Both give the same rankings and scores (`tests/test_memofs/signals/test_kernels.py`).", "",
                   "| kernels | numba imported | first recall s (median) | later recall p50 ms | p95 ms |",
                   "|---|---|---:|---:|---:|"]
         for r in kernel_runs:

@@ -8,7 +8,7 @@ every input; and ``code_hash``, one hash over that map. Comments, docstrings and
 not count, and a file outside the closure cannot stale the report.
 
 :func:`stale` says why a recorded stamp no longer describes the checkout (a file changed, is
-gone, or joined the closure), so ``tests/test_report_provenance.py`` and ``make reports``
+gone, or joined the closure), so ``tests/test_eval/provenance/test_report_provenance.py`` and ``make reports``
 (:mod:`memofs_eval.regenerate`) name the report and the file. Data is hashed separately (each
 report's dataset hashes). The provenance machinery itself computes no figure and is left out.
 """

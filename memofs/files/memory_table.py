@@ -12,7 +12,7 @@ memory has anchors. So:
   :meth:`MemoryMap.columns` gathers what recall reads without building them.
 
 A row's record and its columns are one value: :func:`record_columns` (one record at a time)
-and the table's arrays must agree, and ``tests/test_memory_table.py`` checks that they do.
+and the table's arrays must agree, and ``tests/test_memofs/files/test_memory_table.py`` checks that they do.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class _Rows:
                 stamps[j] = stamps[j].astimezone(tz)  # type: ignore[union-attr]
         # the frozen dataclass's __init__ sets each field through object.__setattr__ (~5 us a
         # row); filling __dict__ gives the same instance (the fields were validated when the
-        # sidecar was written; tests/test_sidecar_memories.py compares every field with the parse)
+        # sidecar was written; tests/test_memofs/files/test_sidecar_memories.py compares every field with the parse)
         new = object.__new__
         ids, texts = self.ids, self.texts
         out = []

@@ -98,7 +98,7 @@ RULE_IDS: tuple[str, ...] = tuple(rule for rule, _ in SECRET_RULES)
 # same as the rule's), and a rule is searched only where its trigger occurs. One search of
 # all triggers answers most texts. On the store bench's texts secret_assignment alone cost
 # ~20 us a text and the whole gate ~55 us; with the triggers the gate costs ~13 us.
-# tests/test_secrets.py checks each trigger against the ungated rules.
+# tests/test_memofs/files/test_secrets.py checks each trigger against the ungated rules.
 _TRIGGERS: dict[str, str] = {
     "aws_access_key_id": r"AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA",
     "github_token": r"gh[pousr]_|github_pat_",

@@ -57,7 +57,7 @@ _VERB_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 # Every match of a rule above contains one of these pieces of it (under the rule's own
 # flags), so a line without any cannot match and skips the seven patterns, whose lazy
 # "^(.+?)" start makes each a scan of the whole line (~30 us a memory, paid by every
-# `remember`; tests/test_extract.py checks the gated rules against the ungated ones).
+# `remember`; tests/test_memofs/graph/test_extract.py checks the gated rules against the ungated ones).
 FACT_TRIGGER = re.compile(
     r"(?i:use|using|depend|require|need|prefer|like|block|supersede|replace|deprecate|own|maintain)|->|=>"
 )
