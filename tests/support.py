@@ -5,6 +5,7 @@ and a call followed through the project's files.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import signal
@@ -42,6 +43,22 @@ def frame(rows: list[dict], query: str = "", vector_ok: bool = True, rerank_ok: 
         kind=np.array([kind_code(r.get("kind", "note")) for r in rows]), stale=np.array([r.get("stale", False) for r in rows]),
         is_graph=np.array([r.get("graph", False) for r in rows]), query_text=query, vector_ok=vector_ok, rerank_ok=rerank_ok,
     )
+
+
+class HashEmbedder:
+    """Deterministic 8-d vectors from a hash of the text, *not* normalised (so a stored
+    row and the index's row differ); counts what it encodes."""
+
+    name, dim = "hash-test", 8
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def encode(self, texts):
+        self.encoded += list(texts)
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8)[: self.dim].astype(np.float32) - 100
+                for t in texts]
+        return np.array(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
 
 def cli_run(root: Path, *args: str, code: int = 0, stdin: str | None = None):

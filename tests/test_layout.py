@@ -166,3 +166,17 @@ def test_the_checks_catch_an_upward_import_and_a_cycle(tmp_path: Path, late: boo
     assert g["memofs.ranking.fusion"] == {"memofs.text.tokenize"}
     assert upward(g) == ["memofs.text.tokenize -> memofs.ranking.fusion (stage ranking is above text)"]
     assert cycles(g) == [["memofs.ranking.fusion", "memofs.text.tokenize"]]
+
+
+def test_no_test_file_imports_another() -> None:
+    """Shared helpers live in tests/support.py; a test importing another test file works only
+    when pytest happened to import that file first."""
+    def imported(n: ast.AST) -> list[str]:
+        if isinstance(n, ast.ImportFrom):
+            return [n.module] if n.module and n.level == 0 else []
+        return [a.name for a in n.names] if isinstance(n, ast.Import) else []
+
+    bad = [f"{p.relative_to(ROOT)}: {name}" for p in sorted((ROOT / "tests").rglob("*.py"))
+           for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) for name in imported(n)
+           if name.split(".")[0].startswith(("test_", "tests"))]
+    assert bad == []

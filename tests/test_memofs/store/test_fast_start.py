@@ -18,25 +18,10 @@ import pytest
 from memofs.signals.embeddings_file import EmbeddingsFile
 from memofs.signals.vector_index import VectorIndex, unit_rows
 from memofs.store.project import LiveStore, Store, rehydrate
+from support import HashEmbedder
 
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 TOPICS = ["databases", "caches", "deploy windows", "package managers", "queues", "logging", "tests"]
-
-
-class HashEmbedder:
-    """Deterministic 8-d vectors from a hash of the text, *not* normalised (so a stored
-    row and the index's row differ); counts what it encodes."""
-
-    name, dim = "hash-test", 8
-
-    def __init__(self) -> None:
-        self.encoded: list[str] = []
-
-    def encode(self, texts):
-        self.encoded += list(texts)
-        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8)[: self.dim].astype(np.float32) - 100
-                for t in texts]
-        return np.array(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
 
 def naive_cosines(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from memofs.surfaces.cli import app
 from memofs_eval.bench.hostile_probe import forge_text, swap_vector_rows  # the probe's forgeries
-from test_fast_start import HashEmbedder  # deterministic 8-d vectors (the vector forgery needs vectors)
+from support import HashEmbedder  # deterministic 8-d vectors (the vector forgery needs vectors)
 
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
