@@ -115,7 +115,15 @@ def _describe(exc: BaseException) -> str:
 
 def _guard(fn: Any) -> Any:
     """The CLI's one error boundary: user-caused errors become ``memofs: error: ...``
-    (exit 1), anything else ``memofs: internal error: ...`` (exit 3), never a traceback."""
+    (exit 1), anything else ``memofs: internal error: ...`` (exit 3), never a traceback.
+
+    Ctrl-C: outside this boundary (imports, argument parsing, exit) the console script's
+    ``memofs.quit_on_interrupt`` answers it; inside, the command's own handling does."""
+    from memofs import quit_on_interrupt  # installed by the package's first lines (console script only)
+
+    handed = signal.getsignal(signal.SIGINT) is quit_on_interrupt
+    if handed:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return fn()
     except typer.Exit:
@@ -129,6 +137,9 @@ def _guard(fn: Any) -> Any:
         logging.getLogger("memofs.cli").info("internal error", exc_info=True)  # the traceback with --verbose
         typer.echo(f"memofs: {_describe(exc)} (run memofs doctor)", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        if handed:
+            signal.signal(signal.SIGINT, quit_on_interrupt)
 
 
 def env_flag(name: str) -> bool:
@@ -776,16 +787,7 @@ def main() -> None:
     if problem:
         typer.echo(f"memofs: error: {problem}", err=True)
         sys.exit(EXIT_ERROR)
-    from memofs import quit_on_interrupt  # installed by the package's first lines (console script only)
-
-    quiet = signal.getsignal(signal.SIGINT) is quit_on_interrupt
-    if quiet:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # the command's _guard handles Ctrl-C now
-    try:
-        app(prog_name="memofs")
-    finally:
-        if quiet:
-            signal.signal(signal.SIGINT, quit_on_interrupt)  # and while the process exits
+    app(prog_name="memofs")
 
 
 if __name__ == "__main__":
