@@ -31,20 +31,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not only:
         return
     wanted = {line.strip() for line in Path(only).read_text(encoding="utf-8").splitlines() if line.strip()}
-    missing = wanted - {item.nodeid for item in items}
+
+    def chosen(nodeid: str) -> bool:  # a test id, or a module's id (a use while it was imported)
+        return nodeid in wanted or nodeid.split("::")[0] in wanted
+
+    ids = {item.nodeid for item in items} | {item.nodeid.split("::")[0] for item in items}
+    missing = wanted - ids
     if missing:
         raise pytest.UsageError(f"{only}: {len(missing)} test id(s) not collected, e.g. {sorted(missing)[0]}")
-    keep = [item for item in items if item.nodeid in wanted]
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+    keep = [item for item in items if chosen(item.nodeid)]
+    config.hook.pytest_deselected(items=[item for item in items if not chosen(item.nodeid)])
     items[:] = keep
 
 
-@pytest.fixture(autouse=True)
-def _name_the_running_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``$MEMOFS_TEST_NODEID`` for this test and its subprocesses: with ``$MEMOFS_SHARED_AUDIT``
-    set, every use of shared data is logged against the test that made it
-    (:mod:`memofs_datasets.shared`), and CI's standalone pass re-runs those tests."""
-    monkeypatch.setenv("MEMOFS_TEST_NODEID", request.node.nodeid)
+# ``$MEMOFS_TEST_NODEID`` names what is running, for this process and its subprocesses: with
+# ``$MEMOFS_SHARED_AUDIT`` set, every use of shared data is logged against it
+# (:mod:`memofs_datasets.shared`), and CI's standalone pass re-runs those tests. It is set
+# before any fixture of a test (session-scoped ones included) and, while modules are imported
+# at collection, to the module's id.
+NODEID = "MEMOFS_TEST_NODEID"
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    if isinstance(collector, pytest.Module):
+        os.environ[NODEID] = collector.nodeid
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    os.environ.pop(NODEID, None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    os.environ[NODEID] = item.nodeid
 
 
 @pytest.fixture(scope="session")

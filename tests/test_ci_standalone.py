@@ -53,3 +53,14 @@ def test_only_the_listed_ids_run_and_an_unknown_id_is_an_error(tmp_path):
     res = _pytest(only, "tests/test_eval/scoring/test_ties.py")
     assert res.returncode != 0
     assert "not collected" in res.stdout + res.stderr
+
+
+def test_a_module_id_selects_every_test_of_that_module(tmp_path):
+    """A use of shared data while a module is imported (collection) is logged under the
+    module's id; in the standalone pass that id runs the whole module."""
+    only = tmp_path / "ids.txt"
+    only.write_text("tests/test_eval/scoring/test_ties.py\n")
+    res = _pytest(only, "tests/test_eval/scoring/test_ties.py", "tests/test_layout.py")
+    assert res.returncode == 0, res.stdout + res.stderr
+    n = int(res.stdout.split(" passed")[0].split()[-1])
+    assert n >= 2 and "deselected" in res.stdout
