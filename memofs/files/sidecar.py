@@ -11,12 +11,17 @@ file and only the lines after the offset need parsing; size == offset needs the 
 too (a same-length edit in place changes it). Anything else (replaced, cut, hand-edited)
 means a full parse and a new sidecar. Blind spot, stated: an in-place edit that keeps the
 last 64 bytes before the offset *and* is followed by an append. A sidecar built with
-``digest_prefix`` closes it: it also keeps a BLAKE2b of the whole prefix and checks it on
-read (memories.jsonl: tens of MB at 100k, hashed in tens of ms; embeddings.jsonl, hundreds
-of MB, keeps the tail check only).
+``digest_prefix`` closes it: it also keeps a BLAKE3 digest of the whole prefix and checks it
+on read (memories.jsonl: tens of MB at 100k, hashed in milliseconds; embeddings.jsonl,
+hundreds of MB, keeps the tail check only).
 
-Damage: each column's SHA-256 digest is kept in the metadata and checked on read, so a
-flipped byte or a truncated ``.npy`` is rebuilt, never trusted. Forgery (issue 36 item 7):
+Damage: each column's BLAKE3 digest is kept in the metadata and checked on read, so a
+flipped byte or a truncated ``.npy`` is rebuilt, never trusted. A column is hashed from its
+file with ordinary reads, never through its memory map: a hashed map's pages would stay in
+the process's resident set (issue 38: the two 146 MiB vector matrices at 100,000 memories).
+A reader may defer a column's check to its first use (:meth:`Sidecar.read`'s ``defer``;
+:meth:`Columns.verified` then raises ValueError on a mismatch): a recall that never reads
+the raw vectors never hashes them. Forgery (issue 36 item 7):
 the metadata, digests and stamp included, is sealed with this user's key
 (:mod:`memofs.files.cache_seal`), so a sidecar rewritten by anyone else, through this very
 writer or by editing a column in place, or copied from another store, is rebuilt too.
@@ -32,18 +37,18 @@ generations are removed after the switch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets as _random
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from blake3 import blake3
 
 from memofs.files import cache_seal, safe_json
 from memofs.files.atomic import atomic_write_text, fsync_dir
@@ -63,7 +68,7 @@ class PrefixStamp:
     tail: str  # hex of the up to 64 bytes before offset
     mtime_ns: int
     lineno: int
-    digest: str = ""  # BLAKE2b of the whole prefix, when the sidecar keeps one ("" = tail check only)
+    digest: str = ""  # BLAKE3 of the whole prefix (:func:`prefix_digest`), when the sidecar keeps one ("" = tail check only)
 
     @classmethod
     def of(cls, st: os.stat_result, covered: bytes, offset: int, lineno: int) -> PrefixStamp:
@@ -117,27 +122,80 @@ def sha256_column(texts: Iterable[str]) -> np.ndarray:
 
 
 def prefix_digest(path: Path, offset: int) -> str | None:
-    """BLAKE2b of ``path``'s first ``offset`` bytes, read in 1 MiB blocks; None when shorter or missing."""
-    h = hashlib.blake2b(digest_size=16)
+    """BLAKE3 of ``path``'s first ``offset`` bytes; None when shorter or missing."""
     try:
         fd, _ = safe_json.open_regular(path)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        left = offset
-        while left:
-            block = fh.read(min(left, 1 << 20))
-            if not block:
-                return None
-            h.update(block)
-            left -= len(block)
-    return h.hexdigest()
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        got = _hash_reads(fh, offset)
+    return None if got is None else got.hexdigest()
 
 
-def _digest(a: np.ndarray) -> str:
-    # SHA-256, not BLAKE2b: OpenSSL's runs on the CPU's SHA extensions, about twice as fast
-    # here on the vector matrices every start now hashes (issue 36 item 7, memofs_eval.bench.seal_cost)
-    return hashlib.sha256(memoryview(np.ascontiguousarray(a)).cast("B")).hexdigest()
+READ_BYTES = 1 << 22
+"""Bytes hashed per read: large enough that the hash's own threads share the work (BLAKE3
+splits a call's input), small enough to stay a constant in the resident set."""
+
+
+def _hash_reads(fh: Any, nbytes: int) -> Any:
+    """BLAKE3 of the next ``nbytes`` of the unbuffered file ``fh``, read READ_BYTES at a time
+    into one reused buffer; None when the file ends first."""
+    h = blake3(max_threads=blake3.AUTO)
+    buf = memoryview(bytearray(min(nbytes, READ_BYTES) or 1))
+    left = nbytes
+    while left:
+        n = fh.readinto(buf[:min(left, len(buf))])
+        if not n:
+            return None
+        h.update(buf[:n])
+        left -= n
+    return h
+
+
+DIGEST_PREFIX = "blake3:"
+"""Names the digest in the metadata: a sidecar digested otherwise (SHA-256 before issue 38)
+simply does not match, so it is rebuilt once."""
+
+
+def column_digest(a: np.ndarray) -> str:
+    """The digest of an array's C-order bytes, as written in the metadata."""
+    data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # any shape, (0, dim) included
+    return DIGEST_PREFIX + blake3(data, max_threads=blake3.AUTO).hexdigest()
+
+
+def _file_column_digest(path: Path, a: np.memmap) -> str | None:
+    """:func:`column_digest` of a column as mapped from ``path``, computed from the file's
+    bytes (reads, not the map: see the module's docstring); None when the file is shorter."""
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(a.offset)
+        got = _hash_reads(fh, a.nbytes)
+    return None if got is None else DIGEST_PREFIX + got.hexdigest()
+
+
+class Columns(dict):
+    """A sidecar's columns by name, memory-mapped. A column named in ``deferred`` has not
+    been checked against its digest yet: :meth:`verified` checks it (once) before handing
+    it out."""
+
+    def __init__(self, cols: dict[str, np.ndarray], digests: dict[str, str], paths: dict[str, Path],
+                 deferred: Collection[str]) -> None:
+        super().__init__(cols)
+        self._digests, self._paths = digests, paths
+        self.deferred = set(deferred)
+
+    def verified(self, name: str) -> np.ndarray:
+        """Column ``name``, its digest checked; ValueError when it does not match (the
+        caller drops the sidecar: damage means rebuild)."""
+        a = self[name]
+        if name in self.deferred:
+            if _mapped_digest(self._paths[name], a) != self._digests[name]:
+                raise ValueError(f"sidecar column {self._paths[name].name} does not match its digest")
+            self.deferred.discard(name)
+        return a
+
+
+def _mapped_digest(path: Path, a: np.ndarray) -> str | None:
+    return _file_column_digest(path, a) if isinstance(a, np.memmap) and a.flags.c_contiguous else column_digest(a)
 
 
 class Sidecar:
@@ -173,10 +231,12 @@ class Sidecar:
             else:
                 f.unlink(missing_ok=True)
 
-    def read(self) -> tuple[dict[str, Any], dict[str, np.ndarray], PrefixStamp | None] | None:
+    def read(self, defer: Collection[str] = ()) -> tuple[dict[str, Any], Columns, PrefixStamp | None] | None:
         """``(metadata, columns memory-mapped, stamp)`` when the sidecar is intact, sealed by
         this user's key and covers a prefix of the JSONL as it is now (stamp None without a
-        JSONL); None when missing, damaged, unsealed, stale or of another format."""
+        JSONL); None when missing, damaged, unsealed, stale or of another format. The
+        columns named in ``defer`` are checked against their digests on first use
+        (:meth:`Columns.verified`), not here."""
         try:
             meta = safe_json.load_file(self.meta_path, expect=dict)
         except (FileNotFoundError, safe_json.JSONFileError, OSError):
@@ -192,6 +252,7 @@ class Sidecar:
             if stamp is not None and self.digest_prefix and (not stamp.digest or prefix_digest(self.jsonl, stamp.offset) != stamp.digest):
                 return None  # closes the tail check's blind spot: any edit before the offset
             cols: dict[str, np.ndarray] = {}
+            paths: dict[str, Path] = {}
             for col, info in meta["columns"].items():
                 path = self.dir / f"{self.name}.{meta['generation']}.{col}.npy"
                 # a FIFO, directory or link out of the folder is refused, never opened (np.load would block on a FIFO)
@@ -199,10 +260,11 @@ class Sidecar:
                 a = np.load(path, mmap_mode="r", allow_pickle=False)
                 if a.dtype.str != info["dtype"] or list(a.shape) != info["shape"]:
                     return None
-                if _digest(a) != info["digest"]:
+                if col not in defer and _mapped_digest(path, a) != info["digest"]:
                     return None
-                cols[col] = a
-            return meta, cols, stamp
+                cols[col], paths[col] = a, path
+            digests = {col: info["digest"] for col, info in meta["columns"].items()}
+            return meta, Columns(cols, digests, paths, set(defer) & set(cols)), stamp
         except Exception:  # noqa: BLE001 - any damage (empty .npy: EOFError; wrong shapes: AttributeError) means "rebuild"
             return None
 
@@ -233,7 +295,7 @@ class Sidecar:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-            info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": _digest(a)}
+            info[col] = {"dtype": a.dtype.str, "shape": list(a.shape), "digest": column_digest(a)}
         fsync_dir(self.dir)
         meta = cache_seal.seal({"format": self.format, "generation": gen,
                                 "stamp": None if stamp is None else asdict(stamp), "columns": info, **extra})

@@ -94,8 +94,9 @@ def release_pages(rows: NDArray) -> None:
 
 
 UNIT_TOLERANCE = 1e-4
-"""How far from 1 a stored unit row's norm may be (float32 rounding is ~1e-7): a flipped
-exponent bit in a sidecar's matrix, which has no digest, is refused rather than ranked."""
+"""How far from 1 a stored unit row's norm may be (float32 rounding is ~1e-7): rows handed
+to :meth:`VectorIndex.load_unit_rows` by any caller are checked, not only a sidecar's
+(whose digest already refuses a flipped bit)."""
 
 
 def _plausible_unit_rows(rows: NDArray[np.float32]) -> bool:

@@ -7,7 +7,8 @@ stamp) and the columns ``embeddings.<generation>.<column>.npy``.
 
 Validity, damage checks and crash-safe writing are :mod:`memofs.files.sidecar`'s (the
 same prefix stamp as the memories sidecar). Columns: ``vectors`` (float32, one row per id,
-in load order, memory-mapped: the vectors as stored, which a compaction writes back) and
+in load order, memory-mapped: the vectors as stored, which a compaction writes back;
+hashed only when first used) and
 ``unit`` (the same rows normalised by :func:`memofs.signals.vector_index.unit_rows`, the
 rows an index holds, so a start adopts the map as its matrix without normalising or
 copying it), both digested and sealed like every column (issue 36 item 7: two swapped
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from memofs.files.sidecar import SHA_DTYPE, PrefixStamp, Sidecar, join_strings, split_strings
+from memofs.files.sidecar import SHA_DTYPE, Columns, PrefixStamp, Sidecar, join_strings, split_strings
 from memofs.signals.vector_index import unit_rows
 
 FORMAT = 3
@@ -56,10 +57,10 @@ class StoredState:
     decoded on first use: a start that adopts the rows never needs them), plus the
     normalised rows ``unit``, the namespace codes and the text hashes as one array."""
 
-    def __init__(self, cols: dict[str, np.ndarray], meta: dict[str, Any], stamp: PrefixStamp, dim: int) -> None:
+    def __init__(self, cols: Columns, meta: dict[str, Any], stamp: PrefixStamp, dim: int) -> None:
         self.ids = split_strings(cols["ids"], cols["ids_ends"])
         n = len(self.ids)
-        self.vectors = np.asarray(cols["vectors"])  # a plain view of the map: row access without memmap overhead
+        raw = cols["vectors"]  # its digest may be deferred: checked by ``vectors`` on first use
         self.unit = np.asarray(cols["unit"])
         self.namespace_codes = np.asarray(cols["namespace"])
         self.namespace_table = [str(t) for t in meta["namespaces"]]
@@ -71,12 +72,18 @@ class StoredState:
         self.skipped: list[dict[str, Any]] = list(skipped)
         self.lines, self.offset, self.lineno = int(meta["lines"]), stamp.offset, stamp.lineno
         self._cols = cols
-        if (self.vectors.dtype != np.float32 or self.vectors.shape != (n, dim) or self.unit.dtype != np.float32
+        if (raw.dtype != np.float32 or raw.shape != (n, dim) or self.unit.dtype != np.float32
                 or self.unit.shape != (n, dim) or self.namespace_codes.shape != (n,)
                 or len(cols["sha_ends"]) != n or len(cols["metadata_ends"]) != n):
             raise ValueError("columns of different lengths")
         if n and (int(self.namespace_codes.min()) < 0 or int(self.namespace_codes.max()) >= len(self.namespace_table)):
             raise ValueError("a namespace code out of range")
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        """The vectors as stored, digest checked (ValueError when it does not match): a
+        start that adopts ``unit`` never reads them, so never hashes their 146 MiB at 100k."""
+        return np.asarray(self._cols.verified("vectors"))  # a plain view of the map: row access without memmap overhead
 
     def sha_column(self) -> NDArray[np.bytes_] | None:
         """The text hashes as fixed-width ASCII (``S64``), compared with numpy, without a
@@ -115,9 +122,9 @@ class VectorSidecar:
     def read(self, embedder: str, dim: int, *, decode: bool = True) -> StoredState | None:
         """The state if the sidecar is valid for this embedder and covers a prefix of the
         JSONL as it is now; None otherwise (missing, damaged, stale, another embedder).
-        ``decode=False`` leaves the per-row strings (hashes, namespaces, metadata) to first
-        use, where a damaged one raises ValueError."""
-        got = self.files.read()
+        ``decode=False`` leaves the per-row strings (hashes, namespaces, metadata) and the
+        raw vectors' digest check to first use, where damage raises ValueError."""
+        got = self.files.read(defer=() if decode else ("vectors",))
         if got is None:
             return None
         meta, cols, stamp = got
