@@ -43,7 +43,8 @@ import numpy as np
 
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.pools import Fused, Pools, pools
-from memofs.ranking.terms import candidate_terms, round_half_up
+from memofs.ranking.rounding import round_half_up
+from memofs.ranking.terms import candidate_terms
 from memofs.signals.frame import SignalFrame
 
 

@@ -40,7 +40,7 @@ from memofs.ranking.learned_features import (FEATURE_GROUPS, FEATURE_SETS, FEATU
 from memofs.ranking.learned_model import (FORMAT, MODEL_KINDS, VERSION, LambdaMartModel, LearnedModel, Model,
                                           ModelFileError, TrainingRange, load_model, model_from_json)
 from memofs.ranking.pools import Fused, pools
-from memofs.ranking.terms import round_half_up
+from memofs.ranking.rounding import round_half_up
 from memofs.ranking.query_cues import DATE_CUES, PAST_CUES, PRESENT_CUES, QueryCues, query_cues
 from memofs.signals.frame import SignalFrame
 

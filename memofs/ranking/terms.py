@@ -5,8 +5,9 @@ intelligence") combine, each defined once for both fusions (:mod:`memofs.ranking
 * squashing: ``saturate(s) = max(s, 0) / (max(s, 0) + c)`` and ``clamp01``;
 * ``lexical_saturated = clamp01(saturate(lexical, saturation_c))`` (a phrase-scan block: clamped only);
 * ``recency = 0.5 ** (age_days / half_life_days)``; ``confidence = clamp01(confidence)``;
-* the penalty tests: drift (``stale``), kind decay (``unverified``), ``superseded``;
-* ``round_half_up``: upstream's ``Math.round`` of the final score.
+* the penalty tests: drift (``stale``), kind decay (``unverified``), ``superseded``.
+
+The final score's rounding is :mod:`memofs.ranking.rounding`'s.
 
 :func:`candidate_terms` computes every term of a pool's rows in one call, so a fusion reads
 its inputs here once and combines them in its own module.
@@ -87,13 +88,6 @@ def unverified(age_days: NDArray[np.float64], kind: NDArray[np.int64], cfg: Reca
     (NaN) never is."""
     floors = _expiry_floors(tuple(sorted(cfg.kind_expiry_days.items())))
     return (np.asarray(age_days) > floors[kind]) & cfg.use_decay
-
-
-def round_half_up(x: NDArray[np.float64], decimals: int) -> NDArray[np.float64]:
-    """``floor(x * 10**d + 0.5) / 10**d``: upstream's ``Math.round(x * 1e4) / 1e4`` (halves
-    go up), not numpy's round-half-even (facts sheet, "Final score")."""
-    scale = 10.0**decimals
-    return np.floor(np.asarray(x, dtype=np.float64) * scale + 0.5) / scale
 
 
 @dataclass(frozen=True)
