@@ -29,6 +29,7 @@ from memofs_eval.bench import plots
 from memofs_eval.reporting.readme_blocks import HEADLINE_END, HEADLINE_START, RUN_PREFIX
 from memofs_eval.bench.recall import REPO, REPORTS, Section
 from memofs_eval.provenance.stamp import git_commit, markdown_line, stamp
+from memofs_eval.reporting.markdown import table
 
 BENCHES: tuple[str, ...] = ("recall", "store", "processes", "lexical", "vector", "executor", "harness")  # harness last: it runs `make eval`
 LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "numba", "torch", "sentence-transformers", "transformers", "onnxruntime", "tokenizers", "bm25s",
@@ -128,10 +129,7 @@ def _bench_runners(quick: bool, out_dir: Path, make_eval: bool) -> dict[str, Cal
 
 
 def headline_table(sections: list[Section]) -> str:
-    rows = [row for s in sections for row in s.headline]
-    lines = ["| measure | memofs | peer (same run) | ratio memofs / peer |", "|---|---:|---:|---:|"]
-    lines += [f"| {what} | {ours} | {peer} | {ratio} |" for what, ours, peer, ratio in rows]
-    return "\n".join(lines)
+    return table(("measure", "memofs", "peer (same run)", "ratio memofs / peer"), [row for s in sections for row in s.headline], "lrrr")
 
 
 def report(sections: list[Section], failed: dict[str, str], quick: bool, wall_s: float, out_dir: Path) -> str:

@@ -22,7 +22,6 @@ import argparse
 import math
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,9 @@ from memofs.ranking.config import RecallConfig
 from memofs.signals.embedding_cache import CHUNK
 from memofs_eval.bench.output import emit
 from memofs_eval.reporting.readme_blocks import between
-from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
+from memofs_eval.bench.recall import REPO, REPORTS, Section
+from memofs_eval.bench.timing import timed
+from memofs_eval.reporting.markdown import table
 
 README = REPO / "eval" / "README.md"
 MODEL_START, MODEL_END = "<!-- executor-model:start -->", "<!-- executor-model:end -->"
@@ -90,11 +91,8 @@ def _task_costs(data, embedder: str, root: Path) -> tuple[float, float, int, int
     emb = cached_embedder(data, embedder, root)  # fitted / loaded outside the timing
     if emb is not None:
         emb.inner.encode(["warm-up"])
-    t = time.perf_counter()
-    for b in plan.batches:
-        embed_batch(data, embedder, root, b)
-    per_text = (time.perf_counter() - t) / max(1, plan.n_texts)
-    embed_s = time.perf_counter() - t
+    _, embed_s = timed(lambda: [embed_batch(data, embedder, root, b) for b in plan.batches])
+    per_text = embed_s / max(1, plan.n_texts)
     per_cell, sizes, scope_s = [], [], 0.0
     for scope in plan.scopes:
         q = next(x for x in data.queries if x.id == scope[1][0])
@@ -131,8 +129,7 @@ def scaling_model(per_text: float, per_cell: float, overhead: float, corpus: Cor
         (f"extraction wall on {workers} workers (h)", f"{(embed_wall + scope_wall) / 3600:.2f}", "embedding, then scopes"),
         ("extraction on one worker (h)", f"{cpu / 3600:.1f}", "every task in turn, no overhead"),
     ]
-    lines = ["| quantity | value | from |", "|---|---:|---|", *[f"| {a} | {b} | {c} |" for a, b, c in rows]]
-    return "\n".join(lines)
+    return table(("quantity", "value", "from"), rows, "lrl")
 
 
 def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
@@ -178,7 +175,7 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
             finally:
                 if close is not None:
                     close()
-            rows.append(f"| {label} | {n / ext_s:,.1f} | {ext_s:.1f} | {len(configs) / rec_s:,.1f} |")
+            rows.append((label, f"{n / ext_s:,.1f}", f"{ext_s:.1f}", f"{len(configs) / rec_s:,.1f}"))
             rates.append((label, n / ext_s, len(configs) / rec_s))
     _, local_ext, local_rec = rates[0]
     for label, ext, rec in rates[1:]:  # the local executor, same run, is the peer
@@ -192,9 +189,7 @@ def run(cfg: ExecutorBenchConfig, quick: bool = False) -> Section:
         f"extraction into a fresh cache each time, workers warmed first; {len(configs)} seeded random fusion configs. "
         "One run each (a sizing figure, not a median).",
         "",
-        "| executor | extraction texts/s | extraction s | configs/s |",
-        "|---|---:|---:|---:|",
-        *rows,
+        table(("executor", "extraction texts/s", "extraction s", "configs/s"), rows, "lrrr"),
         "",
         f"Measured per-task costs (local, one task at a time): {per_text * 1e3:.2f} ms per embedded text, "
         f"{per_cell * 1e6:.2f} us per query x corpus memory in a scope task (mean scope {mean_scope:,} memories).",

@@ -19,13 +19,14 @@ import random
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from memofs.ranking.config import RecallConfig
 from memofs.signals.frame import SignalFrame
-from memofs_eval.bench.recall import REPO, REPORTS, Section, timed
+from memofs_eval.bench.recall import REPO, REPORTS, Section
+from memofs_eval.bench.timing import timed
+from memofs_eval.reporting.markdown import table
 from memofs_eval.bench.output import emit
 
 
@@ -109,9 +110,7 @@ def make_eval_wall(enabled: bool) -> str:
         return f"`make eval`: skipped, {spec} is absent."
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg",
            "TOKENIZERS_PARALLELISM": "false", "NUMBA_CACHE_DIR": str(REPO / ".cache" / "numba")}
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
-    dt = time.perf_counter() - t
+    proc, dt = timed(lambda: subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env))
     status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]})"
     shown = " ".join(["python", *cmd[1:]])
     return (f"`make eval` wall time (its recipe `{shown}`, one run, caches as earlier runs left them; "
@@ -130,7 +129,7 @@ def run(cfg: HarnessBenchConfig, quick: bool = False) -> Section:
             per_config_fuse = dt / len(configs)
         cold_rate = 1.0 / (extract_s + per_config_fuse)
         rate = len(configs) / dt
-        rows.append(f"| {w} | {rate:,.1f} | {1e3 * dt / (len(configs) * len(frames)):.3f} | {cold_rate:,.2f} | {rate / cold_rate:,.0f}x | {rhow} |")
+        rows.append((w, f"{rate:,.1f}", f"{1e3 * dt / (len(configs) * len(frames)):.3f}", f"{cold_rate:,.2f}", f"{rate / cold_rate:,.0f}x", rhow))
         headline.append((f"sweep configs/s, warm caches, {w} worker{'s' if w > 1 else ''} ({cfg.dataset.name})",
                          f"{rate:,.1f}", f"{cold_rate:,.2f} (re-extract per config)", f"{rate / cold_rate:,.0f}x"))
     lines = ["(--quick smoke sizes, not a measurement)\n"] if quick else []
@@ -140,9 +139,8 @@ def run(cfg: HarnessBenchConfig, quick: bool = False) -> Section:
         f"{len(configs)} seeded random configs varying fusion fields only. Peer: the same sweep re-extracting signals "
         "for every config (extraction + fusion per config).",
         "",
-        "| workers | configs/s (warm) | ms per config per query | configs/s (re-extract) | ratio | recombination by |",
-        "|---:|---:|---:|---:|---:|---|",
-        *rows, "", make_eval_wall(cfg.make_eval and not quick),
+        table(("workers", "configs/s (warm)", "ms per config per query", "configs/s (re-extract)", "ratio", "recombination by"), rows, "rrrrrl"),
+        "", make_eval_wall(cfg.make_eval and not quick),
     ]
     return Section("Harness", "\n".join(lines), [], headline)
 

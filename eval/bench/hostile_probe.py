@@ -52,6 +52,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memofs_eval.reporting.markdown import table
+
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 MEMOFS = str(Path(sys.executable).with_name("memofs"))
 OUTSIDE = "OUTSIDE PRIVATE KEY MATERIAL"
@@ -646,12 +648,11 @@ def family_forgeries(cli: Cli, work: Path) -> Tally:
 
 
 # ---------------------------------------------------------------------------------- table
-def table(rows: list[Tally]) -> str:
-    head = ("| probe | tries | clean | tracebacks | hangs | data lost | exit 3 | forgeries | secrets stored | links followed |\n"
-            "|---|---|---|---|---|---|---|---|---|---|")
-    body = [f"| {r.family} | {r.tries:,} | {r.clean:,} | {r.tracebacks} | {r.hangs} | {r.lost} | {r.exit3} | "
-            f"{r.forgeries} | {r.secrets} | {r.followed} |" for r in rows]
-    return "\n".join([head, *body])
+def tally_table(rows: list[Tally]) -> str:
+    """The issue's table: one row per probe family."""
+    return table(("probe", "tries", "clean", "tracebacks", "hangs", "data lost", "exit 3", "forgeries", "secrets stored", "links followed"),
+                 [(r.family, f"{r.tries:,}", f"{r.clean:,}", r.tracebacks, r.hangs, r.lost, r.exit3, r.forgeries, r.secrets, r.followed)
+                  for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -684,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
             got = step()
             rows.extend(got if isinstance(got, tuple) else [got])
             print(f"[hostile_probe] {name}: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
-    print(table(rows))
+    print(tally_table(rows))
     for r in rows:
         for note in r.notes[:12]:
             print(f"- {r.family.split(':')[0]}: {note}")

@@ -9,8 +9,6 @@ Prints a markdown table (medians over repeats, after a warm-up) and writes it to
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,20 +16,11 @@ import numpy as np
 from memofs.signals.bm25 import BM25Index
 from memofs.text.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
+from memofs_eval.bench.timing import median_time
 from memofs_eval.provenance.stamp import markdown_line
+from memofs_eval.reporting.markdown import table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
-
-
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    return statistics.median(_once(fn) for _ in range(repeats))
-
-
-def _once(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) -> str:
@@ -51,7 +40,7 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
             idx.score(["warm"])  # lay out the matrix
             return idx
 
-        t_build_ours = _time(build_ours, 1)
+        t_build_ours = median_time(build_ours, 1)
         ours = build_ours()
         vocab = {t: i for i, t in enumerate(sorted({t for ts in toks for t in ts}))}
         tok_ids = [[vocab[t] for t in ts] for ts in toks]
@@ -61,7 +50,7 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
             r.index(bm25s.tokenization.Tokenized(ids=tok_ids, vocab=vocab), show_progress=False)
             return r
 
-        t_build_bm25s = _time(build_bm25s, 1)
+        t_build_bm25s = median_time(build_bm25s, 1)
         ref = build_bm25s()
         q_ids = [[vocab[t] for t in q if t in vocab] for q in qs]
 
@@ -84,29 +73,30 @@ def run(sizes: list[int], n_queries: int, repeats: int, rank_bm25_queries: int) 
             for q in q_ids:
                 ref.retrieve([q], k=10, backend_selection="numba", show_progress=False, n_threads=1)
 
-        qps_bm25 = len(qs) / _time(q_ours_bm25, repeats)
-        qps_full = len(qs) / _time(q_ours_full, repeats)
+        qps_bm25 = len(qs) / median_time(q_ours_bm25, repeats)
+        qps_full = len(qs) / median_time(q_ours_full, repeats)
         # the peer's best of its two query paths, so the ratio is conservative
-        qps_bm25s = max(len(qs) / _time(q_bm25s, repeats), len(qs) / _time(q_bm25s_retrieve, repeats))
+        qps_bm25s = max(len(qs) / median_time(q_bm25s, repeats), len(qs) / median_time(q_bm25s_retrieve, repeats))
         rb = BM25Okapi(toks, k1=1.2, b=0.75)
         rq = qs[:rank_bm25_queries]
-        qps_rank = len(rq) / _time(lambda: [rb.get_scores(q) for q in rq], 1)
+        qps_rank = len(rq) / median_time(lambda: [rb.get_scores(q) for q in rq], 1)
         rows.append((n, t_build_ours, t_build_bm25s, qps_bm25, qps_full, qps_bm25s, qps_rank))
 
     _, source = base_texts()
-    lines = [
-        f"Corpus: {source}, replicated with perturbation. {n_queries} three-term queries; "
-        f"medians of {repeats} runs after a warm-up; rank_bm25 on {rank_bm25_queries} queries.",
-        "",
-        "| docs | build memofs (s) | build bm25s (s) | memofs BM25 q/s | bm25s q/s (best path) | ratio BM25/bm25s (target >= 0.8) "
-        "| memofs BM25+fuzzy q/s | rank_bm25 q/s | ratio full/rank_bm25 (target >= 20) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for n, bo, bb, qb, qf, qs_, qr in rows:
-        lines.append(
-            f"| {n:,} | {bo:.2f} | {bb:.2f} | {qb:,.0f} | {qs_:,.0f} | {qb / qs_:.2f}x | {qf:,.0f} | {qr:,.1f} | {qf / qr:.0f}x |"
-        )
-    return "\n".join(lines)
+    return render(rows, source, n_queries, repeats, rank_bm25_queries)
+
+
+def render(rows: list[tuple[int, float, float, float, float, float, float]], source: str, n_queries: int, repeats: int,
+           rank_bm25_queries: int) -> str:
+    """The report's text from ``(docs, build ours s, build bm25s s, BM25 q/s, BM25+fuzzy q/s, bm25s q/s,
+    rank_bm25 q/s)`` rows."""
+    header = ("docs", "build memofs (s)", "build bm25s (s)", "memofs BM25 q/s", "bm25s q/s (best path)",
+              "ratio BM25/bm25s (target >= 0.8)", "memofs BM25+fuzzy q/s", "rank_bm25 q/s", "ratio full/rank_bm25 (target >= 20)")
+    body = [(f"{n:,}", f"{bo:.2f}", f"{bb:.2f}", f"{qb:,.0f}", f"{qs_:,.0f}", f"{qb / qs_:.2f}x", f"{qf:,.0f}", f"{qr:,.1f}", f"{qf / qr:.0f}x")
+            for n, bo, bb, qb, qf, qs_, qr in rows]
+    return (f"Corpus: {source}, replicated with perturbation. {n_queries} three-term queries; "
+            f"medians of {repeats} runs after a warm-up; rank_bm25 on {rank_bm25_queries} queries.\n\n"
+            + table(header, body, "r" * len(header)))
 
 
 def main(argv: list[str] | None = None) -> str:

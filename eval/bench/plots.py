@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from memofs_eval.bench.recall import Series
+from memofs_eval.reporting.markdown import table
 
 SUPERLINEAR = 1.1
 FIGURES: dict[str, tuple[str, str]] = {
@@ -50,7 +51,7 @@ def growth(series: list[Series]) -> list[Growth]:
 
 
 def growth_table(rows: list[Growth]) -> str:
-    lines = ["| cost | sizes fitted | log-log slope | growth |", "|---|---:|---:|---|"]
+    cells = []
     for g in rows:
         if g.slope is None:
             verdict, slope = "n/a (fewer than two positive sizes)", "-"
@@ -59,8 +60,8 @@ def growth_table(rows: list[Growth]) -> str:
             verdict = ("**superlinear**" if g.superlinear else "linear" if g.slope >= 0.9 else "sublinear")
             if g.peer:
                 verdict += " (peer)"
-        lines.append(f"| {g.name} ({g.unit}) | {g.points} | {slope} | {verdict} |")
-    return "\n".join(lines)
+        cells.append((f"{g.name} ({g.unit})", g.points, slope, verdict))
+    return table(("cost", "sizes fitted", "log-log slope", "growth"), cells, "lrrl")
 
 
 def scaling_figure(series: list[Series], figure: str, path: Path, subtitle: str = "") -> Path | None:

@@ -34,6 +34,7 @@ from memofs_eval.bench.corpus import corpus
 from memofs_eval.bench.output import emit
 from memofs_eval.bench.recall import REPORTS, Section, doc_vectors, embedding_cache, encode_cap, live_embedder
 from memofs_eval.bench.store import START_QUERY, write_store
+from memofs_eval.reporting.markdown import table
 
 MEMOFS = [sys.executable, "-m", "memofs"]
 COMMANDS: dict[str, list[str]] = {
@@ -261,26 +262,23 @@ def run(cfg: ProcessBenchConfig, quick: bool = False) -> Section:
         "on 100k <= 1.5x lexical. CPU s: user + system time of the process (wall time is inflated by other work on the "
         f"machine; 1-minute load average {load_before:.1f} before the timed rounds, {load_after:.1f} after, on "
         f"{os.cpu_count()} CPUs).", "",
-        "| command | memories | MiniLM s | lexical s | MiniLM - lexical s | MiniLM CPU s | lexical CPU s | MiniLM MB | "
-        "lexical MB | RSS ratio | sentence-transformers s | sentence-transformers MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    headline = []
+    headline, rows = [], []
     for command in cfg.commands:
         for n in cfg.sizes:
             m, lx = by[(command, n, "MiniLM (ONNX)")], by[(command, n, "lexical")]
             st = by.get((command, n, "MiniLM (sentence-transformers)"))
-            torch_cols = f"{st.wall:.2f} | {st.rss:.0f}" if st else "- | -"  # left out with --embedders
-            lines.append(f"| {command} | {n:,} | {m.wall:.2f} | {lx.wall:.2f} | {m.wall - lx.wall:+.2f} | {m.cpu:.2f} | "
-                         f"{lx.cpu:.2f} | {m.rss:.0f} | "
-                         f"{lx.rss:.0f} | {m.rss / lx.rss:.2f}x | {torch_cols} |")
+            torch_cols = (f"{st.wall:.2f}", f"{st.rss:.0f}") if st else ("-", "-")  # left out with --embedders
+            rows.append((command, f"{n:,}", f"{m.wall:.2f}", f"{lx.wall:.2f}", f"{m.wall - lx.wall:+.2f}", f"{m.cpu:.2f}",
+                         f"{lx.cpu:.2f}", f"{m.rss:.0f}", f"{lx.rss:.0f}", f"{m.rss / lx.rss:.2f}x", *torch_cols))
             if n == max(cfg.sizes):
                 headline.append((f"`memofs {command}` process on {n:,} memories with MiniLM (ONNX)", f"{m.wall:.2f} s, {m.rss:.0f} MB",
                                  f"{lx.wall:.2f} s, {lx.rss:.0f} MB (lexical-only)", f"{m.wall - lx.wall:+.2f} s, {m.rss / lx.rss:.2f}x RSS"))
-    lines += ["", "Installed size of the runtime environment (memofs's core dependencies and theirs, from the installed "
-              "distributions' file lists):", "", "| environment | MB | largest |", "|---|---:|---|"]
-    for what, mb, top in install_sizes():
-        lines.append(f"| {what} | {mb:,.0f} | {', '.join(top)} |")
+    lines += [table(("command", "memories", "MiniLM s", "lexical s", "MiniLM - lexical s", "MiniLM CPU s", "lexical CPU s", "MiniLM MB",
+                     "lexical MB", "RSS ratio", "sentence-transformers s", "sentence-transformers MB"), rows, "l" + "r" * 11),
+              "", "Installed size of the runtime environment (memofs's core dependencies and theirs, from the installed "
+              "distributions' file lists):", "",
+              table(("environment", "MB", "largest"), [(what, f"{mb:,.0f}", ", ".join(top)) for what, mb, top in install_sizes()], "lrl")]
     return Section("CLI and MCP processes with MiniLM", "\n".join(lines), [], headline)
 
 

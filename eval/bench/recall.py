@@ -53,7 +53,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,6 +64,8 @@ from memofs.ranking.recall import Recaller
 from memofs.text.tokenize import tokenize
 from memofs_eval.bench.corpus import base_texts, corpus, queries
 from memofs_eval.bench.output import emit
+from memofs_eval.bench.timing import median_time, timed
+from memofs_eval.reporting.markdown import table
 
 REPO = Path(__file__).resolve().parents[2]
 REPORTS = REPO / "reports"
@@ -105,23 +106,6 @@ class Section:
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]."""
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall seconds of ``fn`` over ``repeats`` runs after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def embedding_cache():
@@ -539,44 +523,42 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
         "Peer = bm25s top-10 on the same tokens (its faster path) + bare numpy dense top-10 (M @ q, argpartition) "
         "on the same vectors, timed right after each recall.",
         "",
-        "| memories | E (MiniLM texts) | build s (add + first query) | p50 ms (no emb) | p95 ms (no emb) | p50 ms (with emb) | p95 ms (with emb) "
-        "| peer p50 ms (bm25s + numpy) | ratio no-emb / peer (target <= 2x at 100k) | bm25s path |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        table(("memories", "E (MiniLM texts)", "build s (add + first query)", "p50 ms (no emb)", "p95 ms (no emb)", "p50 ms (with emb)",
+               "p95 ms (with emb)", "peer p50 ms (bm25s + numpy)", "ratio no-emb / peer (target <= 2x at 100k)", "bm25s path"),
+              [(f"{r.n:,}", f"{r.encoded:,}", f"{r.build_s:.2f}", f"{percentile(r.frozen_ms, 50):.2f}", f"{percentile(r.frozen_ms, 95):.2f}",
+                f"{percentile(r.live_ms, 50):.2f}", f"{percentile(r.live_ms, 95):.2f}",
+                f"{percentile(r.peer_ms, 50):.2f} (bm25s {percentile(r.peer_lex_ms, 50):.2f} + numpy {percentile(r.peer_dense_ms, 50):.2f})",
+                f"{percentile(r.frozen_ms, 50) / percentile(r.peer_ms, 50):.2f}x", r.peer_path) for r in results],
+              "rrrrrrrrrl"),
     ]
-    for r in results:
-        f50, p50 = percentile(r.frozen_ms, 50), percentile(r.peer_ms, 50)
-        lines.append(
-            f"| {r.n:,} | {r.encoded:,} | {r.build_s:.2f} | {f50:.2f} | {percentile(r.frozen_ms, 95):.2f} | "
-            f"{percentile(r.live_ms, 50):.2f} | {percentile(r.live_ms, 95):.2f} | {p50:.2f} "
-            f"(bm25s {percentile(r.peer_lex_ms, 50):.2f} + numpy {percentile(r.peer_dense_ms, 50):.2f}) | "
-            f"{f50 / p50:.2f}x | {r.peer_path} |")
     lines += ["", "Recall with the live query embedding against its floor: a bare `encode` of the same rewritten query text "
               "(the text the pipeline embeds), timed right after each live recall. Target (issue 18): live recall p50 <= "
-              "bare encode p50 + 1.5 x peer p50.", "",
-              "| memories | live recall p50 ms | bare encode p50 ms | peer p50 ms | limit: encode + 1.5 x peer | met |",
-              "|---:|---:|---:|---:|---:|---|"]
+              "bare encode p50 + 1.5 x peer p50.", ""]
+    floor = []
     for r in results:
         l50, e50, p50 = percentile(r.live_ms, 50), percentile(r.encode_ms, 50), percentile(r.peer_ms, 50)
-        lines.append(f"| {r.n:,} | {l50:.2f} | {e50:.2f} | {p50:.2f} | {e50 + 1.5 * p50:.2f} | {'yes' if l50 <= e50 + 1.5 * p50 else 'no'} |")
+        floor.append((f"{r.n:,}", f"{l50:.2f}", f"{e50:.2f}", f"{p50:.2f}", f"{e50 + 1.5 * p50:.2f}", "yes" if l50 <= e50 + 1.5 * p50 else "no"))
+    lines.append(table(("memories", "live recall p50 ms", "bare encode p50 ms", "peer p50 ms", "limit: encode + 1.5 x peer", "met"),
+                       floor, "rrrrrl"))
     if results and results[0].rss is not None:
         lines += ["", "Peak RSS growth of building and querying the index, each in a fresh process: inputs loaded first, "
                   f"then the peak mark is reset and read again after one query ({results[0].rss['memofs']['method']}), "
-                  "and the resident growth that stays (VmRSS).", "",
-                  "| memories | memofs peak MiB | memofs resident MiB | peer peak MiB (bm25s + float32 matrix) | ratio peak |",
-                  "|---:|---:|---:|---:|---:|"]
+                  "and the resident growth that stays (VmRSS).", ""]
+        rss = []
         for r in results:
             m, p = r.rss["memofs"], r.rss["peer"]  # type: ignore[index]
-            lines.append(f"| {r.n:,} | {m['peak_mib']:.1f} | {m['resident_mib']:.1f} | {p['peak_mib']:.1f} | "
-                         f"{m['peak_mib'] / max(p['peak_mib'], 0.1):.1f}x |")
+            rss.append((f"{r.n:,}", f"{m['peak_mib']:.1f}", f"{m['resident_mib']:.1f}", f"{p['peak_mib']:.1f}",
+                        f"{m['peak_mib'] / max(p['peak_mib'], 0.1):.1f}x"))
+        lines.append(table(("memories", "memofs peak MiB", "memofs resident MiB", "peer peak MiB (bm25s + float32 matrix)", "ratio peak"),
+                           rss, "rrrrr"))
     lines += ["", f"Stage profile: mean ms per query over {cfg.profile_queries} queries (the growth table fits the per-stage medians), from "
               "`Recaller.recall`'s own per-stage stopwatch (`profile=`) with the live embedder (each profiled result is checked "
               "to equal a plain `recall`); share of the total in brackets.", "",
-              "| stage | " + " | ".join(f"{r.n:,}" for r in results) + " |",
-              "|---|" + "---:|" * len(results)]
-    for s in STAGES:
-        cells = [f"{r.stages_ms[s]:.2f} ({100 * r.stages_ms[s] / max(r.profile_total_ms, 1e-12):.0f}%)" for r in results]
-        lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    lines.append("| **total** | " + " | ".join(f"{r.profile_total_ms:.2f}" for r in results) + " |")
+              table(["stage", *(f"{r.n:,}" for r in results)],
+                    [*([s, *(f"{r.stages_ms[s]:.2f} ({100 * r.stages_ms[s] / max(r.profile_total_ms, 1e-12):.0f}%)" for r in results)]
+                       for s in STAGES),
+                     ["**total**", *(f"{r.profile_total_ms:.2f}" for r in results)]],
+                    "l" + "r" * len(results))]
     if results:
         big = results[-1]
         no_emb = {s: v for s, v in big.stages_ms.items() if s != "query embedding"}
@@ -586,14 +568,15 @@ def render(results: list[SizeResult], cfg: RecallBenchConfig, source: str, quick
     if results and results[0].briefing is not None:
         lines += ["", f"Context briefing (`build_context`, compact, 8 KiB cap, over {cfg.profile_queries} queries; query vectors "
                   "from the table) and cursor expansion (`expand_context` of the briefing's cursor, cache only). "
-                  "Peer: a plain `recall` of the same query, timed right after.", "",
-                  "| memories | briefing p50 ms | expansion p50 ms | recall p50 ms | ratio briefing / recall | ratio expansion / recall |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+                  "Peer: a plain `recall` of the same query, timed right after.", ""]
+        brief = []
         for r in results:
             b = r.briefing or {}
             bb, rr = percentile(b["build"], 50), percentile(b["recall"], 50)
             ee = percentile(b["expand"], 50) if b["expand"] else float("nan")
-            lines.append(f"| {r.n:,} | {bb:.2f} | {ee:.3f} | {rr:.2f} | {bb / rr:.2f}x | {ee / rr:.3f}x |")
+            brief.append((f"{r.n:,}", f"{bb:.2f}", f"{ee:.3f}", f"{rr:.2f}", f"{bb / rr:.2f}x", f"{ee / rr:.3f}x"))
+        lines.append(table(("memories", "briefing p50 ms", "expansion p50 ms", "recall p50 ms", "ratio briefing / recall",
+                            "ratio expansion / recall"), brief, "rrrrrr"))
     else:
         lines += ["", "Context briefing: skipped (memofs/store/briefing.py absent)."]
     if quick:

@@ -28,6 +28,7 @@ import numpy as np
 
 from memofs_eval.bench.corpus import corpus
 from memofs_eval.bench.store import write_store
+from memofs_eval.reporting.markdown import table
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = "f9e6fe9"  # the last commit before the seal (issue 36 item 7)
@@ -97,9 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         firsts = ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in first.items())
         print(f"later start of {args.n:,} memories with {args.dim}-d vectors (first starts: {firsts}), "
               f"median of {args.rounds} fresh processes each, alternating; baseline {args.baseline}")
-        print("| load | median s | runs s |\n|---|---|---|")
-        for k, v in times.items():
-            print(f"| {k} | {med[k]:.3f} | {', '.join(f'{x:.3f}' for x in v)} |")
+        print(table(("load", "median s", "runs s"), [(k, f"{med[k]:.3f}", ", ".join(f"{x:.3f}" for x in v)) for k, v in times.items()]))
         print(f"ratio sealed / unsealed: {med['sealed (this checkout)'] / med['unsealed (baseline)']:.2f}")
 
 

@@ -42,8 +42,10 @@ import numpy as np
 from memofs_eval.bench.corpus import base_texts, corpus
 from memofs_eval.bench.output import emit
 from memofs_eval.bench.recall import (
-    NOW, REPORTS, Section, Series, doc_vectors, embedding_cache, encode_cap, live_embedder, make_memories, percentile, timed,
+    NOW, REPORTS, Section, Series, doc_vectors, embedding_cache, encode_cap, live_embedder, make_memories, percentile,
 )
+from memofs_eval.bench.timing import timed
+from memofs_eval.reporting.markdown import table
 
 
 @dataclass(frozen=True)
@@ -316,24 +318,24 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
         f"write; {cfg.writes} lexical-only writes, {cfg.writes_embedded} with MiniLM). Peers, timed right after each write: "
         "a bare `O_APPEND` write + `fsync` of the same JSON line (lexical), one MiniLM encode of the text (embedded).",
         "",
-        "| P (memories already stored) | embedder | median ms | p95 ms | writes/s | peer | peer median ms | ratio |",
-        "|---:|---|---:|---:|---:|---|---:|---:|",
     ]
+    writes = []
     for r in remembered:
         m, pm = percentile(r.ours_ms, 50), percentile(r.peer_ms, 50)
-        lines.append(f"| {r.prefill:,} | {'MiniLM' if r.embedded else 'none'} | {m:.1f} | {percentile(r.ours_ms, 95):.1f} | "
-                     f"{1e3 / m:,.1f} | {r.peer} | {pm:.2f} | {m / pm:.1f}x |")
+        writes.append((f"{r.prefill:,}", "MiniLM" if r.embedded else "none", f"{m:.1f}", f"{percentile(r.ours_ms, 95):.1f}",
+                       f"{1e3 / m:,.1f}", r.peer, f"{pm:.2f}", f"{m / pm:.1f}x"))
+    lines.append(table(("P (memories already stored)", "embedder", "median ms", "p95 ms", "writes/s", "peer", "peer median ms", "ratio"),
+                       writes, "rlrrrlrr"))
     lines += ["", cli, "",
               f"Rehydration (`memofs.store.project.rehydrate`: memories.jsonl + embeddings.jsonl + graph into a ready Recaller) "
               f"against re-embedding every memory with MiniLM, estimated from {rate:,.0f} texts/s measured on "
               f"{cfg.encode_sample} texts in this run. First start: every JSONL line parsed, every text tokenized and the memories, "
               f"vector and terms sidecars written; later starts: memories, vectors and the recall tokens' counts from the sidecars (stores up to {cfg.rehydrate_repeat_below:,} "
               "memories: median of 3; larger: one run).", "",
-              "| memories | first start s | later start s | vectors loaded | re-embedded | re-embed estimate s | ratio (later / re-embed) |",
-              "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rehydrated:
-        lines.append(f"| {r.n:,} | {r.first_s:.2f} | {r.seconds:.2f} | {r.loaded:,} | {r.embedded:,} | {r.reembed_s:,.0f} | "
-                     f"{r.seconds / r.reembed_s:.3f}x |")
+              table(("memories", "first start s", "later start s", "vectors loaded", "re-embedded", "re-embed estimate s",
+                     "ratio (later / re-embed)"),
+                    [(f"{r.n:,}", f"{r.first_s:.2f}", f"{r.seconds:.2f}", f"{r.loaded:,}", f"{r.embedded:,}", f"{r.reembed_s:,.0f}",
+                      f"{r.seconds / r.reembed_s:.3f}x") for r in rehydrated], "rrrrrrr")]
     if starts:
         lines += ["", f"CLI start: `memofs recall -q \"{START_QUERY}\" --json` as a fresh process on the {starts[0].n:,}-memory store "
                   f"(its sidecars written by the first start above) against the same command on an empty store, which pays the "
@@ -343,12 +345,11 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
                   "calls each after one warm-up, alternating). A CLI command runs numpy's loops, not numba's compiled kernels "
                   "(`memofs.signals.kernels`: one query per process). Target (issue 18): the store adds <= 1 s, judged against "
                   "the empty store.", "",
-                  "| memories | embedder | store s | empty store s | one-memory store s | added by the store s | added beyond one memory s | met (<= 1 s) |",
-                  "|---:|---|---:|---:|---:|---:|---:|---|"]
-        for c in starts:
-            lines.append(f"| {c.n:,} | {c.embedder} | {statistics.median(c.store_s):.2f} | {statistics.median(c.empty_s):.2f} | "
-                         f"{statistics.median(c.one_s):.2f} | {c.beyond_s:.2f} | {c.beyond_one_s:.2f} | "
-                         f"{'yes' if c.beyond_s <= 1.0 else 'no'} |")
+                  table(("memories", "embedder", "store s", "empty store s", "one-memory store s", "added by the store s",
+                         "added beyond one memory s", "met (<= 1 s)"),
+                        [(f"{c.n:,}", c.embedder, f"{statistics.median(c.store_s):.2f}", f"{statistics.median(c.empty_s):.2f}",
+                          f"{statistics.median(c.one_s):.2f}", f"{c.beyond_s:.2f}", f"{c.beyond_one_s:.2f}",
+                          "yes" if c.beyond_s <= 1.0 else "no") for c in starts], "rlrrrrrl")]
     if kernel_runs:
         nb, npy = kernel_runs
         extra_first = statistics.median(nb.first_s) - statistics.median(npy.first_s)
@@ -356,11 +357,9 @@ def run(cfg: StoreBenchConfig, quick: bool = False, live=None, cache=None) -> Se
         lines += ["", f"Kernels (`memofs.signals.kernels`): lexical recall on the {starts[0].n if starts else rehydrated[-1].n:,}-memory "
                   f"store in {cfg.kernel_runs} fresh processes per backend (alternating): the first recall of each process, then "
                   f"{cfg.kernel_queries} more. Both give the same rankings and scores (`tests/test_memofs/signals/test_kernels.py`).", "",
-                  "| kernels | numba imported | first recall s (median) | later recall p50 ms | p95 ms |",
-                  "|---|---|---:|---:|---:|"]
-        for r in kernel_runs:
-            lines.append(f"| {r.backend} | {'yes' if r.loaded_numba else 'no'} | {statistics.median(r.first_s):.2f} | "
-                         f"{percentile(r.per_ms, 50):.2f} | {percentile(r.per_ms, 95):.2f} |")
+                  table(("kernels", "numba imported", "first recall s (median)", "later recall p50 ms", "p95 ms"),
+                        [(r.backend, "yes" if r.loaded_numba else "no", f"{statistics.median(r.first_s):.2f}",
+                          f"{percentile(r.per_ms, 50):.2f}", f"{percentile(r.per_ms, 95):.2f}") for r in kernel_runs], "llrrr")]
         even = (f"so numba's kernels pay for their load after about {extra_first * 1e3 / saved_ms:,.0f} queries in one process"
                 if saved_ms > 0 and extra_first > 0 else "so numba's kernels save nothing here")
         lines += ["", f"numba costs a process {extra_first:+.2f} s on its first recall and saves {saved_ms:.2f} ms on each later one, "

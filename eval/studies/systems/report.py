@@ -15,7 +15,7 @@ from memofs_eval._env import REPO
 from memofs_eval.inputs.data import EvalData
 from memofs_eval.provenance.stamp import MODEL_FILES, markdown_line
 from memofs_eval.studies.systems.config import ADAPTERS
-from memofs_eval.reporting.report import md_table
+from memofs_eval.reporting.markdown import md_table
 from memofs_eval.studies.systems.compare import Comparison
 
 # what computes the figures: the entry point and every adapter (they are imported by name,

@@ -102,3 +102,29 @@ def test_systems_table_reads_each_systems_report(tmp_path):
     filled = fill("x\n<!-- systems:start -->\nold\n<!-- systems:end -->\n", "<!-- systems:start -->",
                   "<!-- systems:end -->", systems_table(tmp_path), "R")
     assert "\n".join(table) in filled and "old" not in filled
+
+
+def test_protocols_table_shows_the_columns_with_figures(tmp_path):
+    """The field-protocols block: a column per protocol figure its report holds (a dataset entry
+    without that metric gives no column), blank cells for methods without the figure."""
+    from memofs_eval.reporting.readme_tables import protocols_table
+
+    assert "run make eval-longmemeval" in protocols_table(tmp_path)
+    _results(tmp_path / "reports/longmemeval/latest/results.csv", [
+        ("longmemeval-session-official", "default", "all", "all", "recall_any@5", 0.91234),
+        ("longmemeval-session-official", "baseline:bm25s@raw", "all", "all", "recall_any@5", 0.8),
+        ("longmemeval-session-official", "default", "heldout", "all", "recall_any@5", 0.1),  # not the `all` subset
+        ("longmemeval-turn-official", "default", "all", "all", "recall_any@1", 0.5),  # not a column's metric
+    ])
+    _results(tmp_path / "reports/locomo/latest/results.csv", [("locomo-paper", "profile:robust", "all", "all", "locomo_recall@10", 0.4442)])
+    assert protocols_table(tmp_path).splitlines()[:9] == [
+        "| method | LME session run R_any@5, official 470 | LoCoMo R@10, locomo-paper (all categories) |",
+        "|---|---:|---:|",
+        "| reference pipeline | 0.912 |  |",
+        "| `robust` profile |  | 0.444 |",
+        "| rank_bm25 BM25Okapi (the field's BM25) |  |  |",
+        "| bm25s | 0.800 |  |",
+        "| dense (MiniLM) |  |  |",
+        "| ranx RRF |  |  |",
+        "| ranx weighted sum, tuned |  |  |",
+    ]
