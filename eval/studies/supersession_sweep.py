@@ -43,6 +43,7 @@ from memofs_eval.inputs.data import EvalData, load
 from memofs_eval.runs.runner import run_all
 from memofs_eval.runs.signals_cache import SignalCache
 from memofs_eval.inputs.spec import DatasetRef, load_spec
+from memofs_eval.reporting.markdown import table as md
 
 PENALTIES: tuple[float, ...] = (1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 TEMPORAL_CATEGORIES: tuple[str, ...] = ("temporal_superseded", "temporal_recency")
@@ -120,17 +121,14 @@ def markdown(table: pd.DataFrame, chosen: float, dataset: str, embedder: str, co
              "no pair is in play / no mix of current and outdated relevant memories).", ""]
     for (split, subset), part in table.groupby(["split", "subset"], sort=False):
         n = part.groupby("metric")["n"].max().to_dict()
-        lines += [f"## {split} split, {subset} queries", "",
-                  "| penalty | " + " | ".join(f"{m} (n={n[m]})" for m in METRICS) + " |",
-                  "|---|" + "---|" * len(METRICS)]
         wide = part.pivot(index="penalty", columns="metric", values="mean").sort_index(ascending=False)
-        for p, r in wide.iterrows():
-            mark = " (chosen)" if p == chosen else (" (off)" if p == 1.0 else "")
-            lines.append(f"| {p}{mark} | " + " | ".join(cell(r[m]) for m in METRICS) + " |")
-        lines.append("")
+        mark = {chosen: " (chosen)", 1.0: " (off)"} if chosen != 1.0 else {chosen: " (chosen)"}
+        rows = [[f"{p}{mark.get(p, '')}", *(cell(r[m]) for m in METRICS)] for p, r in wide.iterrows()]
+        lines += [f"## {split} split, {subset} queries", "",
+                  md(["penalty", *(f"{m} (n={n[m]})" for m in METRICS)], rows), ""]
     lines += ["## Superseded memories per dataset", "",
-              "| dataset | by a memory's supersedes | by a memory or a graph supersedes edge |", "|---|---|---|"]
-    lines += [f"| {name} | {a} | {b} |" for name, (a, b) in counts.items()]
+              md(["dataset", "by a memory's supersedes", "by a memory or a graph supersedes edge"],
+                 [[name, a, b] for name, (a, b) in counts.items()])]
     lines += ["", "A dataset with 0 ranks identically under every penalty (the penalty multiplies "
               "only superseded memories), so its figures are unchanged.", ""]
     return "\n".join(lines)
