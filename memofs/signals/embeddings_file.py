@@ -343,19 +343,19 @@ class EmbeddingsFile:
         the general path runs. A sidecar whose rows turn out damaged is dropped first, so
         the general path parses the file and writes a new one."""
         state = self.sidecar.read(embedder.name, embedder.dim, decode=False)
-        if (state is None or state.skipped or state.lines != len(state.ids) or len(state.ids) != len(ids)
-                or not self.path.exists() or self.path.stat().st_size != state.offset or state.ids != ids):
+        if (state is None or state.skipped or state.lines != state.count or not state.has_ids(ids)
+                or not self.path.exists() or self.path.stat().st_size != state.offset):
             return False
         try:
             if not _same_hashes(state, hashes()):
                 return False
             if not len(index):
-                index.load_unit_rows(state.ids, state.unit, state.namespace_codes, state.namespace_table)
+                index.load_unit_rows(ids, state.unit, state.namespace_codes, state.namespace_table)  # = state.ids
             else:
                 wanted = set(ids)
                 index.remove([i for i in index.ids if i not in wanted])
-                if state.ids:
-                    index.upsert(state.ids, state.vectors, state.namespaces)
+                if ids:
+                    index.upsert(ids, state.vectors, state.namespaces)
         except (ValueError, UnicodeDecodeError) as exc:  # rows or strings the digests do not cover
             log.warning("dropping a damaged vector sidecar (%s); %s is parsed again", exc, self.path)
             self.sidecar.meta.unlink(missing_ok=True)

@@ -58,8 +58,7 @@ class StoredState:
     normalised rows ``unit``, the namespace codes and the text hashes as one array."""
 
     def __init__(self, cols: Columns, meta: dict[str, Any], stamp: PrefixStamp, dim: int) -> None:
-        self.ids = split_strings(cols["ids"], cols["ids_ends"])
-        n = len(self.ids)
+        n = self.count = len(cols["ids_ends"])
         raw = cols["vectors"]  # its digest may be deferred: checked by ``vectors`` on first use
         self.unit = np.asarray(cols["unit"])
         self.namespace_codes = np.asarray(cols["namespace"])
@@ -78,6 +77,19 @@ class StoredState:
             raise ValueError("columns of different lengths")
         if n and (int(self.namespace_codes.min()) < 0 or int(self.namespace_codes.max()) >= len(self.namespace_table)):
             raise ValueError("a namespace code out of range")
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return split_strings(self._cols["ids"], self._cols["ids_ends"])
+
+    def has_ids(self, ids: list[str]) -> bool:
+        """Whether the rows are exactly ``ids``, in order: compared as the joined column
+        (:func:`~memofs.files.sidecar.join_strings`), so a start that adopts the rows never
+        makes a string per row (issue 38: 100,000 of them at 100k memories)."""
+        if len(ids) != self.count:
+            return False
+        blob, ends = join_strings(ids)
+        return np.array_equal(ends, self._cols["ids_ends"]) and np.array_equal(blob, self._cols["ids"])
 
     @cached_property
     def vectors(self) -> np.ndarray:
@@ -122,7 +134,7 @@ class VectorSidecar:
     def read(self, embedder: str, dim: int, *, decode: bool = True) -> StoredState | None:
         """The state if the sidecar is valid for this embedder and covers a prefix of the
         JSONL as it is now; None otherwise (missing, damaged, stale, another embedder).
-        ``decode=False`` leaves the per-row strings (hashes, namespaces, metadata) and the
+        ``decode=False`` leaves the per-row strings (ids, hashes, namespaces, metadata) and the
         raw vectors' digest check to first use, where damage raises ValueError."""
         got = self.files.read(defer=() if decode else ("vectors",))
         if got is None:
@@ -132,7 +144,9 @@ class VectorSidecar:
             if (meta["embedder"], meta["dim"]) != (embedder, dim):
                 return None
             state = StoredState(cols, meta, stamp, dim)
-            n = len(state.ids)
+            n = state.count
+            if decode and len(state.ids) != n:
+                return None
             if decode and not len(state.text_sha256) == len(state.metadata) == len(state.namespaces) == n:
                 return None
             return state

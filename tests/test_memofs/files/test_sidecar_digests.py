@@ -105,3 +105,15 @@ def test_the_fast_start_does_not_check_the_raw_vectors_and_the_general_path_does
 
     want = unit_rows(emb.encode([m.text for m in state.memories]), emb.dim) @ (qv / np.linalg.norm(qv))
     np.testing.assert_allclose(state.recaller._vectors.row_scores(qv), want, atol=1e-6)
+
+
+def test_the_fast_start_compares_ids_without_decoding_them_and_agrees_with_the_list(tmp_path: Path) -> None:
+    s = _vector_store(tmp_path)
+    emb = HashEmbedder()
+    state = VectorSidecar(s.paths.embeddings).read(emb.name, emb.dim, decode=False)
+    assert "ids" not in vars(state)  # not decoded by the read
+    ids = [m.id for m in rehydrate(s, embedder=emb).memories]
+    candidates = [ids, ids[::-1], ids[:-1], [*ids, "x"], [ids[0] + "é", *ids[1:]], [], [i.upper() for i in ids]]
+    for cand in candidates:  # the naive reference: the decoded list's equality
+        assert state.has_ids(cand) == (state.ids == cand), cand
+    assert state.has_ids(ids)
