@@ -134,11 +134,11 @@ def cmd_run(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    if args.learned:  # the learned fusion: grouped CV on LoCoMo and agent-memory, its own report
-        from memofs_eval.studies import learned
+    if args.learned:  # the learned fusion held out by dataset (LODO), its models and its own report
+        from memofs_eval.studies import learned_transfer
 
         reports = Path(args.out) if args.out else REPO / "reports"
-        return learned.main(["--out", str(reports / "learned")])
+        return learned_transfer.main(["--out", str(reports / "learned" / "lodo")])
     if args.spec is None:
         raise SystemExit("tune needs a SPEC (or --learned)")
     from memofs_eval.reporting.report import write_report
@@ -204,7 +204,7 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("spec", nargs="?" if name == "tune" else None, help="TOML experiment spec (e.g. eval/specs/default.toml)")
         if name == "tune":
-            s.add_argument("--learned", action="store_true", help="train and cross-validate the learned fusion instead (python -m memofs_eval.studies.learned)")
+            s.add_argument("--learned", action="store_true", help="the learned-fusion study instead: leave one dataset out, shipped models (python -m memofs_eval.studies.learned_transfer)")
         s.add_argument("--dataset", action="append", help="dataset path replacing the spec's datasets (repeatable)")
         s.add_argument("--loader", choices=("memofs", "locomo", "longmemeval", "beir", "trec"), help="loader for --dataset paths")
         s.add_argument("--quiet", action="store_true", help="no progress bars (CI)")

@@ -66,8 +66,6 @@ _LME = "../shared/datasets/longmemeval-dev/longmemeval_dev.json"
 _RUN_FIGURES = ("results.csv", "confidence_intervals.csv", "significance.csv", "attribution.csv", "briefing_curve.csv")
 
 REPORTS: tuple[Committed, ...] = (
-    Committed("reports/learned/summary.json", (PY, "-m", "memofs_eval.studies.learned"),
-              ("reports/learned/summary.json", "reports/learned/results.csv"), needs=(_LOCOMO,)),
     Committed("reports/learned/lodo/summary.json", (PY, "-m", "memofs_eval.studies.learned_transfer"),
               ("reports/learned/lodo/summary.json",), needs=(_LOCOMO, _LME)),
     Committed("reports/latest/manifest.json", ("make", "eval"), tuple(f"reports/latest/{f}" for f in _RUN_FIGURES)),

@@ -3,9 +3,9 @@
     python -m memofs_eval.reporting.readme_tables [--readme README.md]
 
 Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/results.csv``
-(make eval-locomo, when present) and ``reports/learned/summary.json``
+(make eval-locomo, when present), ``reports/learned/lodo/summary.json``
 (``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
-between ``<!-- headline-eval:start/end -->``, ``<!-- learned:start/end -->`` and
+between ``<!-- headline-eval:start/end -->``, ``<!-- learned-lodo:start/end -->`` and
 ``<!-- bench-lexical:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
 (``reports/longmemeval`` and ``reports/locomo``), the memory systems under test into
 ``<!-- systems:start/end -->`` (``reports/systems``, its ``locomo`` and ``longmemeval`` folders),
@@ -76,12 +76,12 @@ def headline_table(repo: Path = REPO) -> str:
             (("agent-memory", "agent-memory (held-out"), ("tiny", "tiny (held-out"), ("locomo", "LoCoMo (all"))}
     head = {d: h + ")" for d, h in head.items()}
     rows = [[label, *(f"{scores[(d, method)]:.3f}" if (d, method) in scores else "" for d in datasets)] for method, label in ROWS]
-    summary = repo / "reports" / "learned" / "summary.json"
+    summary = repo / "reports" / "learned" / "lodo" / "summary.json"
     if summary.is_file():
-        cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
-        learned = {"agent-memory": cv["agent_memory_leave_one_project_out_heldout"]["learned"],
-                   "locomo": cv["locomo_leave_one_conversation_out"]["learned"]}
-        rows.append(["learned fusion (held out: leave one project / conversation out)",
+        # the study's in-distribution figure: grouped CV with the selection nested in it
+        lodo = json.loads(summary.read_text(encoding="utf-8"))["lodo"]
+        learned = {d: r["grouped_nested"] for d, r in lodo.items() if r.get("grouped_nested") is not None}
+        rows.append(["learned fusion (grouped CV, nested selection: leave one project / conversation out)",
                      *(f"{learned[d]:.3f}" if d in learned else "" for d in datasets)])
     return table(["method", *(head[d] for d in datasets)], rows, "l" + "r" * len(datasets))
 
@@ -199,15 +199,6 @@ def systems_table(repo: Path = REPO) -> str:
                                "captions define them.*")
 
 
-def learned_table(repo: Path = REPO) -> str:
-    summary = repo / "reports" / "learned" / "summary.json"
-    if not summary.is_file():
-        return "(run `memofs-eval tune --learned`)"
-    cv = json.loads(summary.read_text(encoding="utf-8"))["cv"]
-    return table(("trained on", "agent-memory (held-out)", "LoCoMo"),
-                 [(name, f"{row['agent-memory heldout']:.3f}", f"{row['LoCoMo (all)']:.3f}") for name, row in cv["transfer"].items()], "lrr")
-
-
 def lodo_table(repo: Path = REPO) -> str:
     """The ``robust`` profile's held-out figures beside the reference's, from
     ``reports/learned/lodo/summary.json`` (``python -m memofs_eval.studies.learned_transfer``)."""
@@ -279,7 +270,6 @@ def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
     """``text`` with every generated block filled from the reports under ``repo``."""
     text = fill(text, "<!-- headline-eval:start -->", "<!-- headline-eval:end -->", headline_table(repo), where)
     text = fill(text, "<!-- sweep-speed:start -->", "<!-- sweep-speed:end -->", sweep_line(repo), where)
-    text = fill(text, "<!-- learned:start -->", "<!-- learned:end -->", learned_table(repo), where)
     if "<!-- field-protocols:start -->" in text:
         text = fill(text, "<!-- field-protocols:start -->", "<!-- field-protocols:end -->", protocols_table(repo), where)
     if "<!-- systems:start -->" in text:

@@ -7,9 +7,9 @@ CV within each dataset, two model families through one feature code.
   (``rewritten``: the reference settings; ``raw``: ``use_rewrite``, ``use_lexicon`` and
   ``use_entity_boost`` off,
   the query as asked) x a feature set (:data:`memofs.ranking.learned.FEATURE_SETS`) x a model
-  family (pairwise logistic, :func:`memofs_eval.studies.learned_study.train`; LambdaMART,
-  :func:`train_lambdamart`). Hyperparameters are fixed a priori (:data:`C`,
-  :data:`LGBM_PARAMS`): no score chose them.
+  family (pairwise logistic, :func:`memofs_eval.studies.learned_training.train`; LambdaMART,
+  :func:`memofs_eval.studies.learned_training.train_lambdamart`), their hyperparameters fixed
+  a priori in that module.
 * Nested selection (:meth:`Lab.select`): for a held-out dataset D the candidate is the one
   whose *worst* inner fold is best (maximin nDCG@10 over the inner leave-one-dataset-out
   folds of the training datasets: train on all but one of them, score the one left out;
@@ -42,25 +42,18 @@ import pandas as pd
 
 import memofs.ranking.learned as L
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.learned import FeatureParams, LambdaMartModel, Model, TrainingRange, feature_set, rank_order, score
-from memofs.ranking.pools import pools
+from memofs.ranking.learned import FeatureParams, Model, feature_set, rank_order, score
 from memofs_eval._env import cache_root
 from memofs_eval.inputs.folds import group_folds, leave_one_group_out
-from memofs_eval.studies.learned_study import Bench, Block, dataset_present, ndcg, train
 from memofs_eval.runs.runner import Ranked
+from memofs_eval.studies.learned_bench import Bench, dataset_present, ndcg
+from memofs_eval.studies.learned_training import C, Block, query_block, train, train_lambdamart
 
 DATASETS = ("agent-memory", "locomo", "longmemeval")
 #: signal settings per query text (changes to the dataset spec's default config)
 QUERY_MODES: dict[str, dict[str, bool]] = {"rewritten": {}, "raw": {"use_rewrite": False, "use_lexicon": False, "use_entity_boost": False}}
 FAMILIES = ("pairwise-logistic", "lambdamart")
 SELECT_FEATURE_SETS = ("portable", "portable+time", "portable+time+trust", "portable+time+context", "all", "ranks", "peers")
-C = 1.0
-LGBM_PARAMS: dict[str, object] = {
-    "objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 50, "lambda_l2": 1.0,
-    "lambdarank_truncation_level": 20, "eval_at": [10], "deterministic": True, "force_row_wise": True,
-    "num_threads": 1, "seed": 42, "verbose": -1,
-}
-LGBM_ROUNDS = 150
 
 
 @dataclass(frozen=True, order=True)
@@ -79,24 +72,6 @@ class Candidate:
 def candidates(families: Sequence[str] = FAMILIES, sets: Sequence[str] = SELECT_FEATURE_SETS,
                queries: Sequence[str] = tuple(QUERY_MODES)) -> list[Candidate]:
     return [Candidate(q, s, f) for q in queries for s in sets for f in families]
-
-
-def train_lambdamart(blocks_: Sequence[Block], feature_names: Sequence[str], params: FeatureParams,
-                     query_weight: Sequence[float], meta: dict | None = None) -> LambdaMartModel:
-    """LightGBM ``lambdarank`` on the blocks (one query group each, rows weighted by their
-    query's weight), saved in LightGBM's text model format."""
-    import lightgbm
-
-    cols = [L.FEATURES.index(f) for f in feature_names]
-    X = np.concatenate([b.X[:, cols] for b in blocks_])
-    y = np.concatenate([b.y for b in blocks_]).astype(int)
-    w = np.concatenate([np.full(len(b.y), qw) for b, qw in zip(blocks_, query_weight, strict=True)])
-    ds = lightgbm.Dataset(X, y, group=[len(b.y) for b in blocks_], weight=w / w.mean(), feature_name=[f"f{i}" for i in range(len(cols))],
-                          free_raw_data=True, params={"verbose": -1})
-    booster = lightgbm.train(dict(LGBM_PARAMS), ds, num_boost_round=LGBM_ROUNDS)
-    training = {"lightgbm": lightgbm.__version__, "params": {k: v for k, v in LGBM_PARAMS.items()}, "rounds": LGBM_ROUNDS,
-                "queries": len(blocks_), "candidates": int(len(X)), **dict(meta or {})}
-    return LambdaMartModel(tuple(feature_names), booster.model_to_string(), params, training=training, range=TrainingRange.of(X))
 
 
 def _code_hash() -> str:
@@ -165,13 +140,7 @@ class Lab:
                 out[q] = Block(q, cols["rows"][s:e].copy(), member, cols["X"][s:e].copy(), cols["y"][s:e].copy())
         else:
             params = FeatureParams.from_config(cfg)
-            out = {}
-            for q in b.qids:
-                f = frames[q]
-                rows, _w, _lex, member = pools(f, cfg, cfg.top_k)
-                rel = b.qrels.get(q, {})
-                y = np.array([rel.get(f.ids[r], 0) for r in rows.tolist()], dtype=np.float64)
-                out[q] = Block(q, rows, member, L.features(f, rows, member, params, cfg), y)
+            out = {q: query_block(q, frames[q], b.qrels.get(q, {}), cfg, params) for q in b.qids}
             qs = list(out)
             bounds = np.cumsum([0] + [len(out[q].y) for q in qs])
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,15 +21,17 @@ import pandas as pd
 
 from memofs.ranking.learned import Model, feature_set
 from memofs.ranking.profiles import MODELS_DIR, profile_file
-from memofs_eval.studies import learned_lodo as LD
-from memofs_eval.studies import learned_study as S
 from memofs_eval._env import REPO
-from memofs_eval.studies.learned_report import paired_table
 from memofs_eval.provenance.stamp import MODEL_FILES, stamp
 from memofs_eval.reporting.report import render_md
 from memofs_eval.runs.runner import Ranked, fused_run
+from memofs_eval.scoring.stats import holm, paired_pvalues
+from memofs_eval.studies import learned_lodo as LD
+from memofs_eval.studies.learned_bench import Bench, ndcg
+from memofs_eval.studies.learned_peers import peer_runs, pipeline_configs
+from memofs_eval.studies.learned_training import LGBM_PARAMS, LGBM_ROUNDS
 
-#: pipeline variants run as peers (the spec grammar of :func:`memofs_eval.studies.learned_study.pipeline_configs`)
+#: pipeline variants run as peers (the spec grammar of :func:`memofs_eval.studies.learned_peers.pipeline_configs`)
 PIPELINE_PEERS = ("default", "only:bm25", "only:vector", "-recency,-decay")
 #: the peers of the target max(BM25, tuned wsum, RRF), both query texts
 TARGET_PEERS = ("only:bm25", "baseline:bm25s@raw", "baseline:bm25s@rewritten", "baseline:wsum:tuned@raw",
@@ -61,10 +63,10 @@ def peer_block(lab: LD.Lab, name: str, qids: Sequence[str]) -> dict[str, Ranked]
     """The harness's peers on ``qids``: pipeline variants and every baseline on both query texts."""
     b = lab.benches[name]
     runs: dict[str, Ranked] = {}
-    for pname, c in S.pipeline_configs(b.spec, PIPELINE_PEERS).items():
+    for pname, c in pipeline_configs(b.spec, PIPELINE_PEERS).items():
         group = b.frames_of(c)
         runs[pname] = fused_run({q: group[q] for q in qids}, c, b.spec.k)
-    pr, _ = S.peer_runs(b)
+    pr, _ = peer_runs(b)
     runs.update({n: {q: r[q] for q in qids} for n, r in pr.items() if all(q in r for q in qids)})
     return runs
 
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if not present:
         raise SystemExit("learned transfer study: no dataset present")
     emb = {"longmemeval": args.longmemeval_embedder} if args.longmemeval_embedder else {}
-    benches = {n: S.Bench.load(n, embedder=emb.get(n)) for n in present}
+    benches = {n: Bench.load(n, embedder=emb.get(n)) for n in present}
     lab = LD.Lab(benches, log=log)
     for n in present:
         for q in LD.QUERY_MODES:
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             h.runs["learned:grouped"] = lab.grouped_cv(space[0], d)
         h.runs["learned:grouped-nested"], h.picks = lab.grouped_cv_nested(d, space)
         h.oracle = float(lab.pool_oracle(d, "raw").mean())
-        h.scores = pd.DataFrame({n: S.ndcg(benches[d], r) for n, r in h.runs.items()})
+        h.scores = pd.DataFrame({n: ndcg(benches[d], r) for n, r in h.runs.items()})
         held[d] = h
         log(f"{d}: selected {h.selected.name if h.selected else '-'}; runs done")
     # the shipped profile: the candidate with the best mean LODO nDCG@10 over the datasets,
@@ -148,7 +150,7 @@ def check_figure(lab: LD.Lab, model: Model, cand: LD.Candidate) -> dict:
     if CHECK_DATASET not in lab.benches:
         return {}
     qids = lab.test_qids(CHECK_DATASET)[:CHECK_QUERIES]
-    score = float(S.ndcg(lab.benches[CHECK_DATASET], lab.run(model, cand, CHECK_DATASET, qids)).mean())
+    score = float(ndcg(lab.benches[CHECK_DATASET], lab.run(model, cand, CHECK_DATASET, qids)).mean())
     return {"dataset": CHECK_DATASET, "queries": qids, "embedder": lab.benches[CHECK_DATASET].embedder,
             "settings": LD.QUERY_MODES[cand.query], "ndcg@10": score}
 
@@ -179,6 +181,18 @@ def _label(n: str) -> str:
             "learned:grouped+others": "learned, grouped CV + the other datasets in training",
             "default": "reference pipeline (spec defaults)", "only:bm25": "BM25 signal alone (pipeline)",
             "only:vector": "vector signal alone (pipeline)", "-recency,-decay": "reference, recency and kind decay off"}.get(n, f"`{n}`")
+
+
+def paired_table(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Mapping[str, list[str]]], scores: pd.DataFrame,
+                 qids: Sequence[str], treatment: str, peers: Sequence[str], metric: str = "ndcg@10",
+                 name: Callable[[str], str] = _label) -> pd.DataFrame:
+    """ranx paired Student's t of ``treatment`` vs each of ``peers`` on ``qids``, Holm over the peers."""
+    judged = {q: qrels[q] for q in qids}
+    sub = {n: {q: runs[n][q] for q in qids} for n in (treatment, *peers)}
+    raw = [paired_pvalues(judged, sub[p], sub[treatment], [metric], "student")[metric] for p in peers]
+    return pd.DataFrame({"peer": [name(p) for p in peers], "peer nDCG@10": [float(scores[p].mean()) for p in peers],
+                         f"{treatment} - peer": [float((scores[treatment] - scores[p]).mean()) for p in peers],
+                         "p_raw": raw, "p_holm": holm(raw)})
 
 
 def targets(held: dict[str, Held]) -> pd.DataFrame:
@@ -285,7 +299,7 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
               "lexicon and entity expansion off) x feature set ("
               + ", ".join(f"`{s}` ({len(feature_set(s))} features)" for s in dict.fromkeys(c.features for c in space))
               + ") x model family (pairwise logistic regression, C = 1; LightGBM LambdaMART `lambdarank`, "
-              f"{LD.LGBM_ROUNDS} rounds, {LD.LGBM_PARAMS['num_leaves']} leaves, learning rate {LD.LGBM_PARAMS['learning_rate']}, "
+              f"{LGBM_ROUNDS} rounds, {LGBM_PARAMS['num_leaves']} leaves, learning rate {LGBM_PARAMS['learning_rate']}, "
               "deterministic, 1 thread). The hyperparameters are fixed in the code, not tuned. For a held-out dataset D the "
               "candidate is the one whose worst inner fold is best (maximin nDCG@10 over the inner leave-one-dataset-out folds of "
               "the *training* datasets: train on one, score the other; ties by the inner mean); D's scores are never read. Each "
@@ -321,7 +335,7 @@ def write(out: Path, lab: LD.Lab, held: dict[str, Held], absent: Sequence[str], 
         for t in ("learned:lodo", "learned:grouped-nested"):
             if t in h.runs:
                 blocks.append(("p", f"{_label(t)} vs every peer: paired Student's t (ranx), Holm over the {len(h.peers)} peers."))
-                blocks.append(("table", paired_table(lab.benches[d].qrels, h.runs, h.scores, h.qids, t, h.peers, name=_label)))
+                blocks.append(("table", paired_table(lab.benches[d].qrels, h.runs, h.scores, h.qids, t, h.peers)))
         if h.inner:
             blocks.append(("p", f"Inner selection scores (training datasets {', '.join(h.training)} only; one column per inner "
                                 "held-out dataset):"))

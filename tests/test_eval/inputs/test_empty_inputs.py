@@ -38,11 +38,11 @@ def test_folds_of_nothing_are_errors() -> None:
 def test_learned_folds_of_one_group_are_an_error() -> None:
     from types import SimpleNamespace
 
-    from memofs_eval.studies.learned_study import folds
+    from memofs_eval.studies.learned_lodo import Lab
 
-    bench = SimpleNamespace(qids=["a", "b"], group={"a": "g", "b": "g"}, split={"a": "tune", "b": "heldout"})
+    bench = SimpleNamespace(qids=["a", "b"], group={"a": "g", "b": "g"}, split={"a": None, "b": None})
     with pytest.raises(ValueError, match="2 queries in 1 group"):
-        folds(bench, by_split=False)
+        Lab({"d": bench}).grouped_folds("d")
 
 
 def test_without_shared_data_the_bench_corpus_uses_bundled_texts(monkeypatch) -> None:

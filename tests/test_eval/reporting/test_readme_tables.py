@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from memofs_eval.reporting.readme_blocks import MarkerError
-from memofs_eval.reporting.readme_tables import fill, headline_table, learned_table
+from memofs_eval.reporting.readme_tables import fill, headline_table
 
 
 def _results(path, rows):
@@ -14,7 +14,7 @@ def _results(path, rows):
     pd.DataFrame(rows, columns=["dataset", "method", "subset", "category", "metric", "score"]).to_csv(path, index=False)
 
 
-def test_headline_reads_heldout_ndcg_and_learned_cv(tmp_path):
+def test_headline_reads_heldout_ndcg_and_learned_grouped_cv(tmp_path):
     _results(tmp_path / "reports/latest/results.csv", [
         ("agent-memory", "default", "heldout", "all", "ndcg@10", 0.40571),
         ("agent-memory", "default", "all", "all", "ndcg@10", 0.99),  # not the headline subset
@@ -23,16 +23,17 @@ def test_headline_reads_heldout_ndcg_and_learned_cv(tmp_path):
         ("agent-memory", "baseline:rrf@raw", "heldout", "all", "ndcg@10", 0.7553),
     ])
     _results(tmp_path / "reports/locomo/latest/results.csv", [("locomo", "default", "all", "all", "ndcg@10", 0.19585)])
-    (tmp_path / "reports/learned").mkdir(parents=True)
-    (tmp_path / "reports/learned/summary.json").write_text(json.dumps({"cv": {
-        "agent_memory_leave_one_project_out_heldout": {"learned": 0.656},
-        "locomo_leave_one_conversation_out": {"learned": 0.5048},
-        "transfer": {"trained on LoCoMo": {"agent-memory heldout": 0.63, "LoCoMo (all)": 0.508}}}}))
+    assert "learned fusion" not in headline_table(tmp_path)  # no learned study report: no learned row
+    (tmp_path / "reports/learned/lodo").mkdir(parents=True)
+    (tmp_path / "reports/learned/lodo/summary.json").write_text(json.dumps({"lodo": {
+        "agent-memory": {"learned": 0.7, "grouped_nested": 0.656},
+        "locomo": {"learned": 0.4, "grouped_nested": 0.5048},
+        "longmemeval": {"learned": 0.5, "grouped_nested": 0.9}}}))  # not a column of this table
     table = headline_table(tmp_path)
     assert "| reference pipeline (spec defaults) | 0.406 | 0.196 |" in table
     assert "| ranx RRF (raw query) | 0.755 |  |" in table
+    assert table.splitlines()[-1].startswith("| learned fusion (grouped CV, nested selection")
     assert table.splitlines()[-1].endswith("| 0.656 | 0.505 |")
-    assert "| trained on LoCoMo | 0.630 | 0.508 |" in learned_table(tmp_path)
 
 
 def test_fill_replaces_only_between_markers():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import memofs_eval._env  # noqa: F401
@@ -14,7 +13,8 @@ from memofs_eval.runs.baselines import baseline_runs, fused, peer_label
 from memofs_eval.inputs.data import EvalData, load
 from memofs_eval.experiments.experiment import run_experiment
 from memofs_eval.inputs.folds import check_grouped, evaluation_folds, leave_one_group_out
-from memofs_eval.studies.learned_study import Bench, frames_for, peer_runs, pipeline_configs, study
+from memofs_eval.studies.learned_bench import Bench, frames_for, ndcg
+from memofs_eval.studies.learned_peers import peer_runs, pipeline_configs
 from memofs_eval.inputs.spec import load_spec
 
 SPEC = """name = "peers"
@@ -69,13 +69,18 @@ def test_study_peers_are_the_harness_peers(tmp_path, query):
         from memofs_eval.runs.runner import fused_run
 
         assert fused_run(bench.frames_of(cfg), cfg, spec.k) == dr.runs[n], n
-    # and the study's own table gives the harness's figure for every shared name
-    st = study(bench, by_split=True, log=lambda m: None)
+    # and the study's own peer runs give the harness's figure for every shared name
+    from memofs_eval.studies.learned_lodo import Lab
+    from memofs_eval.studies.learned_transfer import peer_block
+
+    lab = Lab({"tiny": bench}, log=lambda m: None)
+    qids = lab.test_qids("tiny")
+    runs = peer_block(lab, "tiny", qids)
     res = dr.per_query
-    assert {"only:bm25", "only:vector", "-recency"} <= set(st.peers) & set(res)
-    for n in st.peers:
+    assert {"default", "only:bm25", "only:vector"} <= set(runs) & set(res)
+    for n, run in runs.items():
         if n in res:
-            assert st.scores[n].mean() == pytest.approx(res[n].loc[st.qids, "ndcg@10"].mean(), abs=1e-12), n
+            assert ndcg(bench, run).mean() == pytest.approx(res[n].loc[qids, "ndcg@10"].mean(), abs=1e-12), n
 
 
 def test_peer_names_state_the_query_text():
@@ -143,39 +148,6 @@ def test_leave_one_group_out_by_hand():
         leave_one_group_out(["a1", "a2"], groups)
 
 
-def test_learned_report_figures_come_from_the_study(tmp_path):
-    """The report module on a tiny study: every figure it prints is the study's own."""
-    import json
-    import re
-
-    from memofs.ranking.learned import FeatureParams
-    from memofs_eval.studies import learned_report as R
-    from memofs_eval.studies.learned_study import blocks, train
-
-    spec = _spec(tmp_path, "raw", embedder="none")
-    data = EvalData(spec.datasets[0], load(spec.datasets[0]))
-    frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
-    bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec, tmp_path)
-    cfg = spec.default_config()
-    extra = blocks(bench, [q for q in bench.qids if bench.split[q] == "tune"], cfg, FeatureParams.from_config(cfg))
-    st = study(bench, by_split=True, extra=extra, log=lambda m: None)
-    model = train(extra)
-    transfer = R.Transfer(pd.DataFrame({"agent-memory heldout": [0.5], "LoCoMo (all)": [0.25]}, index=["trained on both"]), len(extra))
-    path = model.save(tmp_path / "m.json")
-    md = R.write(tmp_path / "out", st, st, transfer, {"locomo": model, "mixed": model}, [path], 1.0).read_text()
-    learned = float(st.scores["learned"].mean())
-    assert f"LoCoMo held-out nDCG@10: {learned:.3f}" in md
-    gap = st.scores["baseline:rrf@raw"].mean() - st.scores["baseline:rrf@rewritten"].mean()
-    assert f"{gap:+.3f} on agent-memory" in md
-    # the mean table's row for a peer is the per-query mean written to the csv
-    pq = pd.read_csv(tmp_path / "out" / "per-query-tiny.csv", index_col="query")
-    row = re.search(r"\| `baseline:wsum:tuned@raw` \| ([0-9.]+) \|", md)
-    assert row and float(row.group(1)) == pytest.approx(pq["baseline:wsum:tuned@raw"].mean(), abs=5e-5)
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["cv"]["agent_memory_leave_one_project_out_heldout"]["learned"] == pytest.approx(learned)
-    assert summary["cv"]["transfer"]["trained on both"] == {"agent-memory heldout": 0.5, "LoCoMo (all)": 0.25}
-
-
 def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
     from memofs_eval.inputs.spec import expand_variants
 
@@ -189,32 +161,6 @@ def test_pipeline_variant_names_follow_the_spec_grammar(tmp_path):
     for bad in ("only:nope", "-x,-decay", "foo"):
         with pytest.raises(ValueError, match="unknown pipeline variant"):
             pipeline_configs(spec, (bad,))
-
-
-def test_learned_command_end_to_end_on_tiny(tmp_path, monkeypatch):
-    """``python -m memofs_eval.studies.learned`` wiring (study, transfer, model files, report) with
-    both of its datasets replaced by tiny without an embedder."""
-    import json
-
-    from memofs.ranking.learned import load_model
-    from memofs_eval.studies import learned
-    from memofs_eval.studies import learned_study as S
-
-    spec = _spec(tmp_path, "raw", embedder="none")
-    data = EvalData(spec.datasets[0], load(spec.datasets[0]))
-    frames = frames_for(data, spec.embedder, tmp_path, cfg=spec.default_config())
-
-    def fake_load(name, *a, **kw):
-        return S.Bench("tiny", frames, data.qrels, data.category, data.group, data.split, data, spec, tmp_path)
-
-    monkeypatch.setattr(S.Bench, "load", staticmethod(fake_load))
-    assert learned.main(["--out", str(tmp_path / "rep"), "--models", str(tmp_path / "models")]) == 0
-    for f in ("report.md", "summary.json", "results.csv", "per-query-tiny.csv"):
-        assert (tmp_path / "rep" / f).is_file(), f
-    m = load_model(tmp_path / "models" / "learned-mixed-v2.json")
-    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert m.cv["locomo_leave_one_conversation_out"] == summary["cv"]["locomo_leave_one_conversation_out"]
-    assert set(summary["cv"]["transfer"]) == {"trained on LoCoMo", "trained on agent-memory tune", "trained on both", "reference pipeline"}
 
 
 def test_peer_tie_rate_counts_equal_scores_by_hand():

@@ -278,16 +278,19 @@ def test_learned_fuse_uses_the_formula_pools(seed):
 
 
 def test_cv_folds_are_grouped():
+    """The study's within-dataset folds: one group out, by the tune/heldout split when the
+    bench has one, never a group on both sides."""
     from memofs_eval.inputs.folds import check_grouped
-    from memofs_eval.studies.learned_study import Bench, folds
+    from memofs_eval.studies.learned_bench import Bench
+    from memofs_eval.studies.learned_lodo import Lab
 
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(30)]
     group = {q: f"g{i % 4}" for i, q in enumerate(qids)}
-    split = {q: ("tune" if i % 3 else "heldout") for i, q in enumerate(qids)}
-    bench = Bench("t", {q: random_frame(rng, 5) for q in qids}, {q: {"m000": 1} for q in qids}, {q: "c" for q in qids}, group, split)
     for by_split in (False, True):
-        fs = folds(bench, by_split)
+        split = {q: ("tune" if i % 3 else "heldout") if by_split else None for i, q in enumerate(qids)}
+        bench = Bench("t", {q: random_frame(rng, 5) for q in qids}, {q: {"m000": 1} for q in qids}, {q: "c" for q in qids}, group, split)
+        fs = Lab({"t": bench}).grouped_folds("t")
         assert len(fs) == 4
         check_grouped(group, fs)
         for g, tr, te in fs:
@@ -297,33 +300,18 @@ def test_cv_folds_are_grouped():
         # every query is tested exactly once (per split rule)
         tested = [q for _, _, te in fs for q in te]
         assert len(tested) == len(set(tested))
+        assert sorted(tested) == sorted(q for q in qids if split[q] in (None, "heldout"))
     bad = [("g0", ["q0", "q1"], ["q4"])]  # q0 and q4 are both in g0
     with pytest.raises(AssertionError, match="groups in train and test"):
         check_grouped(group, bad)
-
-
-def test_pairwise_training_recovers_a_planted_ranker():
-    """Relevance planted as 'highest cosine_norm wins': the model must rank by it."""
-    from memofs_eval.studies.learned_study import Block, train
-
-    rng = np.random.default_rng(5)
-    blocks = []
-    j = FEATURES.index("cosine_norm")
-    for qi in range(40):
-        X = rng.normal(size=(12, len(FEATURES)))
-        y = np.zeros(12)
-        y[np.argmax(X[:, j])] = 1
-        blocks.append(Block(f"q{qi}", np.arange(12), {}, X, y))
-    m = train(blocks)
-    assert int(np.argmax(np.abs(m.coef))) == j and m.coef[j] > 0
-    assert m.training["pairs"] == 40 * 11 and len(m.training["data_sha256_16"]) == 16
 
 
 def test_tiny_end_to_end(tmp_path):
     """Lexical-only frames of datasets/tiny: train on tune, recall heldout online."""
     from memofs.ranking.recall import Recaller
     from memofs_datasets.format import load_dataset
-    from memofs_eval.studies.learned_study import Bench, blocks, dataset_ref, frames_for, train
+    from memofs_eval.studies.learned_bench import Bench, dataset_ref, frames_for
+    from memofs_eval.studies.learned_training import query_block, train
     from memofs_eval.inputs.data import EvalData
 
     ds = load_dataset(REPO / "datasets" / "tiny")
@@ -332,7 +320,8 @@ def test_tiny_end_to_end(tmp_path):
     bench = Bench("tiny", frames, data.qrels, data.category, data.group, data.split)
     tune = [q for q in bench.qids if bench.split[q] == "tune"]
     cfg = RecallConfig()
-    model = train(blocks(bench, tune, cfg, FeatureParams.from_config(cfg)))
+    params = FeatureParams.from_config(cfg)
+    model = train([query_block(q, bench.frames[q], bench.qrels.get(q, {}), cfg, params) for q in tune])
     path = model.save(tmp_path / "tiny.json")
     lcfg = RecallConfig(fusion="learned", learned_model=str(path))
     q = next(q for q in ds.queries if q.split == "heldout" and q.id in frames)

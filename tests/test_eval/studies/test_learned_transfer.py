@@ -1,6 +1,6 @@
-"""Learned fusion v3: LambdaMART model files, the training-range fallback on an
-out-of-distribution corpus, the new portable features by hand, profiles, the study's cached
-scorer against the online path, and the shipped -v3 models reproducing their recorded figure."""
+"""Learned fusion v3: the training-range fallback on an out-of-distribution corpus, the new
+portable features by hand, profiles, the study's cached scorer against the online path, and
+the shipped -v3 models reproducing their recorded figure."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ from memofs.ranking.learned import (
     FEATURES,
     FeatureParams,
     LearnedModel,
-    ModelFileError,
     TrainingRange,
     feature_set,
     features,
     fuse_learned,
     load_model,
-    model_from_json,
 )
 from memofs.ranking.pools import pools
 from memofs.ranking.profiles import MODELS_DIR, profile_file
@@ -29,18 +27,6 @@ from support import frame
 from support import REPO_ROOT
 
 REPO = REPO_ROOT
-
-
-def _blocks(rng: np.random.Generator, n_queries: int = 12, n: int = 30):
-    """Synthetic candidates whose relevance is ``lexical_norm > 0.8`` (a known ground truth)."""
-    from memofs_eval.studies.learned_study import Block
-
-    out = []
-    for i in range(n_queries):
-        X = rng.uniform(0, 1, size=(n, len(FEATURES)))
-        y = (X[:, FEATURES.index("lexical_norm")] > 0.8).astype(float)
-        out.append(Block(f"q{i}", np.arange(n), {"vector_pool": np.ones(n, bool), "lexical_pool": np.ones(n, bool)}, X, y))
-    return out
 
 
 def test_new_features_by_hand():
@@ -62,32 +48,6 @@ def test_new_features_by_hand():
     assert [col["bm25_norm"][j] for j in range(3)] == pytest.approx([bm[d] for d in ids])
     assert set(feature_set("portable")) <= set(FEATURES) and "is_question" not in feature_set("portable")
     assert "is_question" in feature_set("portable+time+context")
-
-
-def test_lambdamart_file_round_trip_and_errors(tmp_path):
-    from memofs_eval.studies.learned_lodo import train_lambdamart
-
-    rng = np.random.default_rng(0)
-    bl = _blocks(rng)
-    names = feature_set("portable")
-    m = train_lambdamart(bl, names, FeatureParams(), [1.0] * len(bl))
-    path = m.save(tmp_path / "lm.json")
-    doc = json.loads(path.read_text())
-    assert doc["model"] == "lambdamart" and doc["lightgbm_model"].startswith("tree")
-    back = load_model(path)
-    X = bl[0].X[:, [FEATURES.index(f) for f in names]]
-    np.testing.assert_array_equal(back.raw_scores(X), m.raw_scores(X))
-    # the model learned the ground truth: relevant candidates (lexical_norm > 0.8) score above the rest
-    s = back.raw_scores(X)
-    assert s[bl[0].y == 1].min() > s[bl[0].y == 0].max()
-    # deterministic: same data, same trees
-    assert train_lambdamart(bl, names, FeatureParams(), [1.0] * len(bl)).booster_text == m.booster_text
-    bad = dict(doc, lightgbm_model="not a model")
-    with pytest.raises(ModelFileError, match="lightgbm_model"):
-        model_from_json(bad, "x.json")
-    bad = dict(doc, training_range={"features": {names[0]: [1.0, 0.0]}})
-    with pytest.raises(ModelFileError, match=f"training_range.features.{names[0]}"):
-        model_from_json(bad, "x.json")
 
 
 def _linear(range_: TrainingRange | None) -> LearnedModel:
@@ -148,7 +108,7 @@ def test_study_scorer_is_the_online_path(tmp_path):
     """The study scores cached feature blocks; it must rank exactly as fuse_learned does, and
     the on-disk cache must give back the same blocks."""
     from memofs_eval.studies import learned_lodo as LD
-    from memofs_eval.studies import learned_study as S
+    from memofs_eval.studies import learned_bench as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
@@ -169,7 +129,7 @@ def test_study_scorer_is_the_online_path(tmp_path):
 def test_shipped_v3_model_reproduces_its_recorded_figure(path):
     """Each -v3 file loads in the online path and gives, on its recorded subset, the nDCG@10
     the study recorded (through fuse_learned, not the study's scorer)."""
-    from memofs_eval.studies import learned_study as S
+    from memofs_eval.studies import learned_bench as S
     from memofs_eval.scoring.metrics import per_query
 
     model = load_model(path)
@@ -235,7 +195,7 @@ def test_nested_grouped_cv_selects_on_training_queries_only(tmp_path, monkeypatc
     """Each outer fold's pick is made on its own training queries: no query of the fold it is
     scored on is ranked before that fold's final run, and the final run uses the pick."""
     from memofs_eval.studies import learned_lodo as LD
-    from memofs_eval.studies import learned_study as S
+    from memofs_eval.studies import learned_bench as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
@@ -298,7 +258,7 @@ def test_pool_oracle_is_the_ideal_order_of_the_pool(tmp_path):
     import math
 
     from memofs_eval.studies import learned_lodo as LD
-    from memofs_eval.studies import learned_study as S
+    from memofs_eval.studies import learned_bench as S
 
     bench = S.Bench.load("tiny", embedder="none", root=tmp_path / "sig")
     lab = LD.Lab({"tiny": bench}, cache=tmp_path / "feat", log=lambda m: None)
