@@ -27,27 +27,13 @@ def test_lexical_bench_quick(tmp_path):
 
 
 # --- performance suite (eval/bench/{recall,store,harness,all,readme,plots}.py) -------------
-import hashlib
 import re
 from collections import Counter
 
 import numpy as np
 import pytest
 
-
-class _HashEmbedder:
-    """Deterministic stand-in for MiniLM: unit vectors seeded by the text's hash."""
-
-    name = "test-hash-embedder"
-    dim = 16
-
-    def encode(self, texts):
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return np.array(out, dtype=np.float32).reshape(len(texts), self.dim)
+from support import HashEmbedder
 
 
 def test_loglog_slope_hand_values():
@@ -82,7 +68,7 @@ def test_doc_vectors_reuse_base_vectors(tmp_path):
     from memofs_eval.bench.recall import doc_vectors
 
     texts = [f"text number {i} about the harbor deploy" for i in range(10)]
-    emb = _HashEmbedder()
+    emb = HashEmbedder(dim=16, unit=True)  # unit vectors, as MiniLM's
     vecs, e = doc_vectors(texts, cap=4, noise=0.02, seed=3, cache=EmbeddingCache(tmp_path), embedder=emb)
     assert e == 4 and vecs.shape == (10, 16)
     np.testing.assert_allclose(vecs[:4], emb.encode(texts[:4]), rtol=1e-6)
@@ -103,7 +89,7 @@ def test_staged_replay_matches_recall(tmp_path):
     from memofs.signals.embedding_cache import EmbeddingCache
 
     cfg = RecallBenchConfig(sizes=(120,), queries=5, encode_cap=30)
-    emb = _HashEmbedder()
+    emb = HashEmbedder(dim=16, unit=True)  # unit vectors, as MiniLM's
     w = workload(120, cfg, tmp_path, EmbeddingCache(tmp_path / "cache"), emb)
     rec = build(w)
     rec.embedder.inner = emb
