@@ -1,10 +1,29 @@
 """Benchmarks run end to end at tiny sizes (timings are not asserted)."""
 
+import pytest
+
 from memofs_eval.provenance.stamp import recorded, stale
 
 
+def test_vector_bench_quick_without_encoders(tmp_path):
+    """The search and rehydration sections at smoke sizes, without loading an embedder (the
+    inner loop's share of the next test); the table is written with a current provenance."""
+    from memofs_eval.bench.vector import main
+
+    out = tmp_path / "bench-vector.md"
+    table = main(["--quick", "--skip-encode", "--out", str(out)])
+    written = out.read_text(encoding="utf-8")
+    assert written.startswith(table) and stale(recorded(written)) == []
+    assert "Encode throughput" not in table and "MiniLM" not in table
+    for heading in ("Top-10 search latency", "Rehydration"):
+        assert heading in table
+    assert "| 200 |" in table and "| 1,000 |" in table and "| 500 |" in table
+
+
+@pytest.mark.slow
 def test_vector_bench_quick(tmp_path):
-    """The vector benchmark runs end to end at smoke sizes and writes its table."""
+    """The vector benchmark runs end to end at smoke sizes and writes its table (slow: it loads
+    MiniLM through torch and the static embedder)."""
     from memofs_eval.bench.vector import main
 
     out = tmp_path / "bench-vector.md"
@@ -31,7 +50,6 @@ import re
 from collections import Counter
 
 import numpy as np
-import pytest
 
 from support import HashEmbedder
 

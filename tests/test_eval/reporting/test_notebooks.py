@@ -93,6 +93,7 @@ def _write(folder: Path, name: str, sources: list[str]) -> None:
     nbformat.write(nbk, folder / name)
 
 
+@pytest.mark.slow  # three Jupyter kernels, one waited out to its timeout
 def test_runner_fails_on_a_cell_error_and_on_timeout(tmp_path, capsys):
     src, out = tmp_path / "nbs", tmp_path / "out"
     src.mkdir()
@@ -125,6 +126,7 @@ def quick_report(tmp_path_factory) -> Path:
     return base / "latest"
 
 
+@pytest.mark.slow  # executes a notebook in a Jupyter kernel
 def test_notebook_01_end_to_end_on_the_quick_spec(quick_report, tmp_path, capsys):
     committed = (NOTEBOOKS / "01_signal_ablation.ipynb").read_bytes()
     fig, out = tmp_path / "figures", tmp_path / "executed"
