@@ -47,9 +47,11 @@ basic-memory:
 test: install inspector
 	$(PY) -m pytest -q
 
-# the inner loop: everything but the tests marked slow (real models, whole benchmarks, notebooks)
+# the inner loop: everything but the tests marked slow (real models, whole benchmarks, notebooks,
+# clusters, external clients), on two pytest-xdist workers with each test file kept on one worker
+# (module fixtures built once); make test runs every test in one process
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" -x
+	$(PY) -m pytest -q -m "not slow" -x -n 2 --dist loadfile
 
 # regenerate exactly the committed reports whose code or inputs changed (--dry-run says which)
 reports: install

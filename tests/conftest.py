@@ -86,3 +86,19 @@ def locomo_dir() -> Path:
     if path is None or not (path / "locomo10.json").is_file():
         pytest.skip("LoCoMo is not in shared data ($MEMOFS_SHARED, default ../shared)")
     return path
+
+
+@pytest.fixture(scope="session")
+def quick_spec_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], list[Path]]:
+    """The quick spec run twice through the CLI, with a baseline it must fail against: the exit
+    codes and the two reports (test_harness checks them; the notebooks compare with one)."""
+    import json
+
+    from memofs_eval import cli
+
+    QUICK = REPO / "eval" / "specs" / "quick.toml"
+    base = tmp_path_factory.mktemp("reports")
+    baseline = base / "baseline.json"
+    baseline.write_text(json.dumps({"datasets": {"tiny": {"ndcg@10": 0.999}}}))
+    codes = [cli.main(["run", str(QUICK), "--quiet", "--out", str(base / f"r{i}"), "--baseline", str(baseline)]) for i in (0, 1)]
+    return codes, [base / f"r{i}" / "latest" for i in (0, 1)]

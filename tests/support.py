@@ -46,19 +46,27 @@ def frame(rows: list[dict], query: str = "", vector_ok: bool = True, rerank_ok: 
 
 
 class HashEmbedder:
-    """Deterministic 8-d vectors from a hash of the text, *not* normalised (so a stored
-    row and the index's row differ); counts what it encodes."""
+    """The project's one test double for an embedder: deterministic ``dim``-d vectors (at most 32)
+    from the SHA-256 of the text. Not normalised by default (so a stored row and the index's row
+    differ); ``unit=True`` gives unit vectors, as MiniLM does. Records what it encodes in
+    ``encoded``; setting ``fail`` makes it raise, as an embedder that is down (no vector)."""
 
-    name, dim = "hash-test", 8
+    name = "hash-test"
 
-    def __init__(self) -> None:
+    def __init__(self, dim: int = 8, unit: bool = False) -> None:
+        assert 0 < dim <= 32, "one SHA-256 digest gives 32 components"
+        self.dim, self.unit = dim, unit
         self.encoded: list[str] = []
+        self.fail = False
 
     def encode(self, texts):
+        if self.fail:
+            raise RuntimeError("embedder down")
         self.encoded += list(texts)
         rows = [np.frombuffer(hashlib.sha256(t.encode()).digest(), dtype=np.uint8)[: self.dim].astype(np.float32) - 100
                 for t in texts]
-        return np.array(rows, dtype=np.float32).reshape(len(texts), self.dim)
+        out = np.array(rows, dtype=np.float32).reshape(len(texts), self.dim)
+        return out / np.linalg.norm(out, axis=1, keepdims=True) if self.unit else out
 
 
 def cli_run(root: Path, *args: str, code: int = 0, stdin: str | None = None):

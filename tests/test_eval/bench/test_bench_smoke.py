@@ -1,10 +1,29 @@
 """Benchmarks run end to end at tiny sizes (timings are not asserted)."""
 
+import pytest
+
 from memofs_eval.provenance.stamp import recorded, stale
 
 
+def test_vector_bench_quick_without_encoders(tmp_path):
+    """The search and rehydration sections at smoke sizes, without loading an embedder (the
+    inner loop's share of the next test); the table is written with a current provenance."""
+    from memofs_eval.bench.vector import main
+
+    out = tmp_path / "bench-vector.md"
+    table = main(["--quick", "--skip-encode", "--out", str(out)])
+    written = out.read_text(encoding="utf-8")
+    assert written.startswith(table) and stale(recorded(written)) == []
+    assert "Encode throughput" not in table and "MiniLM" not in table
+    for heading in ("Top-10 search latency", "Rehydration"):
+        assert heading in table
+    assert "| 200 |" in table and "| 1,000 |" in table and "| 500 |" in table
+
+
+@pytest.mark.slow
 def test_vector_bench_quick(tmp_path):
-    """The vector benchmark runs end to end at smoke sizes and writes its table."""
+    """The vector benchmark runs end to end at smoke sizes and writes its table (slow: it loads
+    MiniLM through torch and the static embedder)."""
     from memofs_eval.bench.vector import main
 
     out = tmp_path / "bench-vector.md"
@@ -27,27 +46,12 @@ def test_lexical_bench_quick(tmp_path):
 
 
 # --- performance suite (eval/bench/{recall,store,harness,all,readme,plots}.py) -------------
-import hashlib
 import re
 from collections import Counter
 
 import numpy as np
-import pytest
 
-
-class _HashEmbedder:
-    """Deterministic stand-in for MiniLM: unit vectors seeded by the text's hash."""
-
-    name = "test-hash-embedder"
-    dim = 16
-
-    def encode(self, texts):
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return np.array(out, dtype=np.float32).reshape(len(texts), self.dim)
+from support import HashEmbedder
 
 
 def test_loglog_slope_hand_values():
@@ -82,7 +86,7 @@ def test_doc_vectors_reuse_base_vectors(tmp_path):
     from memofs_eval.bench.recall import doc_vectors
 
     texts = [f"text number {i} about the harbor deploy" for i in range(10)]
-    emb = _HashEmbedder()
+    emb = HashEmbedder(dim=16, unit=True)  # unit vectors, as MiniLM's
     vecs, e = doc_vectors(texts, cap=4, noise=0.02, seed=3, cache=EmbeddingCache(tmp_path), embedder=emb)
     assert e == 4 and vecs.shape == (10, 16)
     np.testing.assert_allclose(vecs[:4], emb.encode(texts[:4]), rtol=1e-6)
@@ -103,7 +107,7 @@ def test_staged_replay_matches_recall(tmp_path):
     from memofs.signals.embedding_cache import EmbeddingCache
 
     cfg = RecallBenchConfig(sizes=(120,), queries=5, encode_cap=30)
-    emb = _HashEmbedder()
+    emb = HashEmbedder(dim=16, unit=True)  # unit vectors, as MiniLM's
     w = workload(120, cfg, tmp_path, EmbeddingCache(tmp_path / "cache"), emb)
     rec = build(w)
     rec.embedder.inner = emb

@@ -72,6 +72,7 @@ def _same_per_query(a, b) -> None:
         assert da.runs == db.runs
 
 
+@pytest.mark.slow  # a LocalCluster of 2 worker processes and two runs of the quick spec
 def test_local_cluster_is_byte_identical_to_local(local, spec_path, tmp_path):
     """``executor = "dask"`` without a scheduler: a LocalCluster of 2 worker processes."""
     exp_local, files_local = local
@@ -106,6 +107,7 @@ class DieOnce(WorkerPlugin):
                 os._exit(17)
 
 
+@pytest.mark.slow  # a LocalCluster whose workers die and restart
 def test_dead_worker_is_retried_and_report_is_the_same(local, spec_path, tmp_path):
     """A worker dies mid-extraction and again mid-recombination; the CLI run on the
     cluster's scheduler address still writes the local executor's report."""
@@ -133,6 +135,7 @@ def test_rerun_on_shared_cache_extracts_nothing(spec_path, tmp_path):
     assert again.cache_stats == {"signal_cache_hits": first.cache_stats["signal_cache_misses"], "signal_cache_misses": 0}
 
 
+@pytest.mark.slow  # a second interpreter runs the harness end to end
 def test_default_path_never_imports_dask(tmp_path):
     """The local executor runs a spec end to end without importing dask or distributed."""
     spec = tmp_path / "s.toml"
@@ -179,6 +182,7 @@ def test_scaling_model_arithmetic():
     assert "| extraction on one worker (h) | 0.1 |" in md
 
 
+@pytest.mark.slow  # starts LocalClusters
 def test_executor_bench_smoke():
     """The --quick bench: a row per executor, the model block, headline rows against local."""
     from memofs_eval.bench.executor import MODEL_END, MODEL_START, quick_config, run

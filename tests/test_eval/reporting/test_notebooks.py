@@ -19,7 +19,6 @@ import pytest  # noqa: E402
 from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
 
 import memofs_eval._env  # noqa: F401,E402
-from memofs_eval import cli  # noqa: E402
 from memofs_eval.reporting import notebook_api as nb  # noqa: E402
 from memofs_eval.reporting import notebooks as runner  # noqa: E402
 from memofs.ranking.fusion import fuse  # noqa: E402
@@ -93,6 +92,7 @@ def _write(folder: Path, name: str, sources: list[str]) -> None:
     nbformat.write(nbk, folder / name)
 
 
+@pytest.mark.slow  # three Jupyter kernels, one waited out to its timeout
 def test_runner_fails_on_a_cell_error_and_on_timeout(tmp_path, capsys):
     src, out = tmp_path / "nbs", tmp_path / "out"
     src.mkdir()
@@ -118,13 +118,13 @@ def test_runner_fails_on_a_cell_error_and_on_timeout(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def quick_report(tmp_path_factory) -> Path:
-    """The harness's quick spec on datasets/tiny, written by the CLI as `make eval` would."""
-    base = tmp_path_factory.mktemp("nbreport")
-    assert cli.main(["run", str(QUICK), "--quiet", "--no-gate", "--out", str(base)]) == 0
-    return base / "latest"
+def quick_report(quick_spec_runs) -> Path:
+    """The harness's quick spec on datasets/tiny, written by the CLI as `make eval` would (the
+    run test_harness checks; its gate fails on purpose, which leaves the report as it is)."""
+    return quick_spec_runs[1][0]
 
 
+@pytest.mark.slow  # executes a notebook in a Jupyter kernel
 def test_notebook_01_end_to_end_on_the_quick_spec(quick_report, tmp_path, capsys):
     committed = (NOTEBOOKS / "01_signal_ablation.ipynb").read_bytes()
     fig, out = tmp_path / "figures", tmp_path / "executed"

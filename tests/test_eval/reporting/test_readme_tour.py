@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memofs_eval._env import REPO
 from memofs_eval.reporting.readme_tour import CLI, LIBRARY, commands, fences, fresh, mask
 from memofs_eval.reporting.readme_blocks import between
@@ -17,6 +19,7 @@ def _settle(text: str) -> str:
     return _SECONDS_OLD.sub("recency=1.0", mask(text))
 
 
+@pytest.mark.slow  # runs the README's commands in fresh interpreters
 def test_readme_tour_matches_a_fresh_run() -> None:
     committed = (REPO / "README.md").read_text(encoding="utf-8")
     assert _settle(fresh(committed)) == _settle(committed), "README tour drifted: run `python -m memofs_eval.reporting.readme_tour`"

@@ -40,18 +40,8 @@ def tiny() -> EvalData:
     return EvalData(spec.datasets[0], load(spec.datasets[0]))
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """The quick spec run twice through the CLI, with a baseline it must fail against."""
-    base = tmp_path_factory.mktemp("reports")
-    baseline = base / "baseline.json"
-    baseline.write_text(json.dumps({"datasets": {"tiny": {"ndcg@10": 0.999}}}))
-    codes = [cli.main(["run", str(QUICK), "--quiet", "--out", str(base / f"r{i}"), "--baseline", str(baseline)]) for i in (0, 1)]
-    return codes, [base / f"r{i}" / "latest" for i in (0, 1)]
-
-
-def test_quick_spec_writes_every_report_file(two_runs):
-    codes, (out, _) = two_runs
+def test_quick_spec_writes_every_report_file(quick_spec_runs):
+    codes, (out, _) = quick_spec_runs
     for name in REPORT_FILES:
         assert (out / name).is_file(), name
     res = pd.read_parquet(out / "results.parquet")
@@ -67,22 +57,23 @@ def test_quick_spec_writes_every_report_file(two_runs):
     assert not res.duplicated(["dataset", "method", "subset", "category", "metric"]).any()
 
 
-def test_gate_fails_below_baseline_but_report_is_written(two_runs):
-    codes, (out, _) = two_runs
+def test_gate_fails_below_baseline_but_report_is_written(quick_spec_runs):
+    codes, (out, _) = quick_spec_runs
     assert codes == [1, 1]
     assert "FAIL" in (out / "report.md").read_text()
 
 
-def test_two_runs_identical(two_runs):
-    _, (a, b) = two_runs
+def test_two_runs_identical(quick_spec_runs):
+    _, (a, b) = quick_spec_runs
     for name in ("results.csv", "significance.csv", "confidence_intervals.csv", "report.md", "report.html"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     for trec in sorted((a / "runs" / "tiny").glob("*.trec")):
         assert trec.read_bytes() == (b / "runs" / "tiny" / trec.name).read_bytes(), trec.name
 
 
-def test_gate_passes_within_tolerance(two_runs, tmp_path):
-    _, (out, _) = two_runs
+@pytest.mark.slow  # a third run of the quick spec; the rule is unit-tested in test_gate.py, the CLI's gate exit in quick_spec_runs
+def test_gate_passes_within_tolerance(quick_spec_runs, tmp_path):
+    _, (out, _) = quick_spec_runs
     res = pd.read_csv(out / "results.csv")
     row = res[(res.method == "default") & (res.subset == "heldout") & (res.category == "all") & (res.metric == "ndcg@10")]
     baseline = tmp_path / "baseline.json"

@@ -70,6 +70,7 @@ def test_a_bad_mode_fails_with_the_field(tiny):
         SystemSpec("x", "lancedb", {"mode": "bm25"}).build()
 
 
+@pytest.mark.slow  # mem0 and the real MiniLM
 def test_mem0_without_inference_ranks_by_its_own_minilm_cosine(tiny):
     """mem0 (infer=False) on one scope: its ranking is cosine over MiniLM vectors of the texts
     as given, the order of a brute-force cosine with the same local model."""

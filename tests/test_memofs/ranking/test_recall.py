@@ -15,6 +15,7 @@ from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.recall import Recaller
 from memofs.files.records import Anchor, GraphEdge, GraphNode, Memory
 from memofs.signals.rerank import CrossEncoderReranker
+from support import HashEmbedder
 
 NOW = datetime(2026, 9, 1, tzinfo=timezone.utc)
 
@@ -256,24 +257,6 @@ def test_signals_match_their_definitions_with_graph_documents_present():
     np.testing.assert_allclose(frame.bm25, [ref[i] for i in frame.ids], atol=1e-12)
 
 
-class HashEmbedder:
-    """Deterministic bag-of-hashed-words vectors; ``fail`` makes it raise (no vector)."""
-
-    name, dim = "hash", 16
-
-    def __init__(self):
-        self.fail = False
-
-    def encode(self, texts):
-        if self.fail:
-            raise RuntimeError("embedder down")
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.split():
-                out[i, int(hashlib.sha256(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return out
-
-
 def _corpus_with_anchors(tmp_path, n: int = 60) -> tuple[Recaller, list[str]]:
     """A corpus where every fourth memory is anchored (half of those to a changed file),
     a third have no vector, and a graph adds documents: every branch of the pool path."""
@@ -294,7 +277,7 @@ def _corpus_with_anchors(tmp_path, n: int = 60) -> tuple[Recaller, list[str]]:
         ms.append(mem(f"m{i:03d}", text, rng.choice(["note", "decision", "preference"]), rng.randint(0, 500),
                       rng.choice([None, 0.3, 0.9]), anchors=anchors))
     g = EntityGraph(nodes=[GraphNode("concept:cache", "cache"), GraphNode("concept:tenant", "tenant metadata")])
-    emb = HashEmbedder()
+    emb = HashEmbedder(dim=16)
     r = Recaller(graph=g, anchor_root=tmp_path, embedder=emb)
     r.add([m for i, m in enumerate(ms) if i % 3])
     emb.fail = True  # a third of the memories are stored without a vector

@@ -39,6 +39,7 @@ def local() -> LocalEmbedder:
     return LocalEmbedder()
 
 
+@pytest.mark.slow  # loads the real MiniLM twice (ours and sentence-transformers)
 def test_minilm_matches_sentence_transformers(local, reference_st, real_sentences):
     texts = SENTENCES + real_sentences[:58]
     ours = local.encode(texts)
@@ -49,6 +50,7 @@ def test_minilm_matches_sentence_transformers(local, reference_st, real_sentence
     assert local.name == "sentence-transformers/all-MiniLM-L6-v2" and local.dim == 384
 
 
+@pytest.mark.slow  # the real MiniLM
 def test_minilm_is_mean_pooling_of_token_states(local, reference_st):
     """Recompute pooling by hand from the transformer's token outputs."""
     import torch
@@ -61,6 +63,7 @@ def test_minilm_is_mean_pooling_of_token_states(local, reference_st):
     np.testing.assert_allclose(local.encode([text])[0], mean / np.linalg.norm(mean), atol=1e-5)
 
 
+@pytest.mark.slow  # the real MiniLM
 def test_minilm_semantics_and_empty_input(local):
     v = local.encode(SENTENCES)
     sims = v @ v[3]  # "How do we handle user sessions?"
@@ -68,6 +71,7 @@ def test_minilm_semantics_and_empty_input(local):
     assert local.encode([]).shape == (0, 384)
 
 
+@pytest.mark.slow  # the real MiniLM
 def test_model_loaded_once_per_process(local):
     assert local.load() is LocalEmbedder().load()
 

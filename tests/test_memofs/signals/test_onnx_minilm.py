@@ -295,6 +295,7 @@ def test_copied_file_is_checked_by_digest_once(model_cache, tmp_path):
     assert rec["data_mtime_ns"] == mf.data.stat().st_mtime_ns and rec["data_sha256"] == file_sha256(mf.data)
 
 
+@pytest.mark.slow  # a CLI process that falls back to torch's MiniLM
 def test_cli_recall_with_a_corrupt_model_file_says_so_in_one_line(model_cache, tmp_path):
     """Without --verbose the CLI shows errors only: the damaged file's line is one of them,
     and recall still answers (through sentence-transformers: same vectors)."""

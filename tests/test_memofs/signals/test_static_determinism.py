@@ -26,6 +26,7 @@ def test_canonical_table_absorbs_sign_flips_and_last_bits() -> None:
     assert (canon[np.abs(canon).argmax(axis=0), np.arange(8)] > 0).all()
 
 
+@pytest.mark.slow  # distils the real MiniLM through torch
 def test_rebuild_matches_checksum(tmp_path: Path) -> None:
     """Distil the local MiniLM afresh under another torch thread count; the table's checksum
     equals the project cache's build (one to three minutes per build on 2 cores)."""

@@ -129,8 +129,13 @@ STORE_PATHS = ["memory/memories.jsonl", "events/memory-events.jsonl", "graph/nod
                "config.json", "manifest.json", "memory/core.md", "tmp/context-cache.json", "tmp/cursor.key"]
 
 
+# each case runs four CLI processes: the inner loop keeps one store file and one tmp/ file (the
+# two ways status answers), the full suite runs every path
+FAST_PATHS = ("memory/memories.jsonl", "tmp/cursor.key")
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
-@pytest.mark.parametrize("rel", STORE_PATHS)
+@pytest.mark.parametrize("rel", [r if r in FAST_PATHS else pytest.param(r, marks=pytest.mark.slow) for r in STORE_PATHS])
 @pytest.mark.parametrize("special", ["fifo", "dir"])
 def test_special_file_where_a_store_file_should_be_never_hangs(proj: Path, rel: str, special: str) -> None:
     for i in range(3):

@@ -45,6 +45,7 @@ MEMORIES = [
 ]
 
 
+@pytest.mark.slow  # some twenty runs of the installed command, each a fresh interpreter
 def test_scripted_session(tmp_path: Path) -> None:
     root = tmp_path
     (root / "src").mkdir()

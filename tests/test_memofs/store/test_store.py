@@ -20,7 +20,7 @@ from memofs.files import secrets
 from memofs.signals.anchors import AnchorPathError
 from memofs.files.records import MEMORY_KINDS
 from memofs.store.project import CORE_TEMPLATE, Store, StoreError, read_jsonl, rehydrate
-from support import REPO_ROOT
+from support import REPO_ROOT, HashEmbedder
 
 REPO = REPO_ROOT
 PY = sys.executable
@@ -376,45 +376,28 @@ def test_crash_inside_the_append_tears_a_line_for_real(store: Store) -> None:
 
 
 # ---------------------------------------------------------------------- rehydration
-class CountingEmbedder:
-    """Deterministic 8-d vectors from a hash of the text; counts encoded texts."""
-
-    name = "counting-test"
-    dim = 8
-
-    def __init__(self) -> None:
-        self.encoded = 0
-
-    def encode(self, texts):
-        self.encoded += len(texts)
-        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[: self.dim * 4], dtype=np.uint32).astype(np.float32)
-                for t in texts]
-        mat = np.array(rows, dtype=np.float32).reshape(len(texts), self.dim) - 2**31
-        return mat / np.linalg.norm(mat, axis=1, keepdims=True)
-
-
 def test_rehydrate_reuses_vectors_and_embeds_only_changes(store: Store) -> None:
-    emb = CountingEmbedder()
+    emb = HashEmbedder(unit=True)
     for i in range(3):
         store.remember(f"memory number {i} about databases", embedder=emb)
-    assert emb.encoded == 3
+    assert len(emb.encoded) == 3
     assert len(lines(store.paths.embeddings)) == 3
-    fresh = CountingEmbedder()
+    fresh = HashEmbedder(unit=True)
     r = rehydrate(store, embedder=fresh, clock=fixed())
-    assert fresh.encoded == 0 and r.loaded_vectors == 3 and r.embedded == 0
+    assert len(fresh.encoded) == 0 and r.loaded_vectors == 3 and r.embedded == 0
     # a memory written without an embedder (e.g. lexical CLI) is embedded once, then persisted
     store.remember("a memory written lexical-only")
     r = rehydrate(store, embedder=fresh, clock=fixed())
-    assert fresh.encoded == 1 and r.embedded == 1
+    assert len(fresh.encoded) == 1 and r.embedded == 1
     r = rehydrate(store, embedder=fresh, clock=fixed())
-    assert fresh.encoded == 1
+    assert len(fresh.encoded) == 1
     # a changed text (same id rewritten) is re-embedded
     row = lines(store.paths.memories)[0]
     row["text"] = "memory number 0 now about caches"
     with open(store.paths.memories, "a") as fh:
         fh.write(json.dumps(row) + "\n")
     rehydrate(store, embedder=fresh, clock=fixed())
-    assert fresh.encoded == 2
+    assert len(fresh.encoded) == 2
     stored = {x["id"]: x for x in lines(store.paths.embeddings)}
     want = emb.encode([row["text"]])[0]
     assert np.allclose(stored[row["id"]]["vector"], want, atol=1e-6)
@@ -490,24 +473,11 @@ def test_a_torn_graph_append_is_skipped_then_cut(store: Store) -> None:
 
 
 # ---------------------------------------------------------------------- the live view (issue 18)
-class _CountingEmbedder:
-    """Deterministic 4-d vectors from the text; counts the texts it encodes."""
-
-    name, dim = "count-4", 4
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def encode(self, texts):
-        self.texts += list(texts)
-        return np.asarray([[len(t), t.count("a") + 1, t.count("e") + 1, 1.0] for t in texts], dtype=np.float32)
-
-
 def test_live_store_applies_appended_lines_without_a_full_reload(store: Store) -> None:
     from memofs.store.project import LiveStore
 
     store.remember("the deploy window is friday", now=T0)
-    emb = _CountingEmbedder()
+    emb = HashEmbedder(dim=4)
     live = LiveStore(Store.open(store.root, clock=fixed()), embedder=emb)
     first = live.state()
     assert live.full_loads == 1
@@ -520,8 +490,8 @@ def test_live_store_applies_appended_lines_without_a_full_reload(store: Store) -
     assert ids and st.recaller.memories[ids[0]].text == "the api uses Postgres for billing"
     assert "rollback runbook lives in ops" in {m.text for m in st.memories}
     assert "concept:postgres-for-billing" in st.recaller.graph  # the graph followed
-    assert emb.texts.count("rollback runbook lives in ops") == 1  # remember's vector reused, not re-encoded
-    fresh = LiveStore(Store.open(store.root, clock=fixed()), embedder=_CountingEmbedder()).state()
+    assert emb.encoded.count("rollback runbook lives in ops") == 1  # remember's vector reused, not re-encoded
+    fresh = LiveStore(Store.open(store.root, clock=fixed()), embedder=HashEmbedder(dim=4)).state()
     assert sorted(m.id for m in st.memories) == sorted(m.id for m in fresh.memories)  # same as a full load
     assert st.notes_head == fresh.notes_head
     # a rewritten file: full reload

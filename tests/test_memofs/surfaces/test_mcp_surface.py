@@ -205,6 +205,7 @@ def _inspector() -> str | None:
     return found if Path(found).is_file() and shutil.which("node") else None
 
 
+@pytest.mark.slow  # an external client: node and the Inspector, which `make test` installs and test-fast does not
 @pytest.mark.skipif(_inspector() is None, reason="MCP Inspector not installed (needs node; `make inspector` installs it)")
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_inspector_cli_as_an_external_client(tmp_path: Path, transport: str) -> None:
