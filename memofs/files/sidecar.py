@@ -133,14 +133,18 @@ def prefix_digest(path: Path, offset: int) -> str | None:
 
 
 READ_BYTES = 1 << 22
-"""Bytes hashed per read: large enough that the hash's own threads share the work (BLAKE3
-splits a call's input), small enough to stay a constant in the resident set."""
+"""Bytes hashed per read: few system calls, and a constant in the resident set.
+
+BLAKE3 runs single-threaded here. Its multithreaded mode uses rayon's process-wide pool, and
+a process forked after that pool started (a preforking server that opened a store first, a
+``fork`` process pool) hangs for ever on its first multithreaded hash; the threads would save
+~15 ms a 146 MiB matrix (tested: a forked child reads a sidecar)."""
 
 
 def _hash_reads(fh: Any, nbytes: int) -> Any:
     """BLAKE3 of the next ``nbytes`` of the unbuffered file ``fh``, read READ_BYTES at a time
     into one reused buffer; None when the file ends first."""
-    h = blake3(max_threads=blake3.AUTO)
+    h = blake3()
     buf = memoryview(bytearray(min(nbytes, READ_BYTES) or 1))
     left = nbytes
     while left:
@@ -160,7 +164,7 @@ simply does not match, so it is rebuilt once."""
 def column_digest(a: np.ndarray) -> str:
     """The digest of an array's C-order bytes, as written in the metadata."""
     data = np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # any shape, (0, dim) included
-    return DIGEST_PREFIX + blake3(data, max_threads=blake3.AUTO).hexdigest()
+    return DIGEST_PREFIX + blake3(data).hexdigest()
 
 
 def _file_column_digest(path: Path, a: np.memmap) -> str | None:

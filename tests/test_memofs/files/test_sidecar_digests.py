@@ -117,3 +117,28 @@ def test_the_fast_start_compares_ids_without_decoding_them_and_agrees_with_the_l
     for cand in candidates:  # the naive reference: the decoded list's equality
         assert state.has_ids(cand) == (state.ids == cand), cand
     assert state.has_ids(ids)
+
+
+def test_a_process_forked_after_reading_a_sidecar_can_read_one(tmp_path: Path) -> None:
+    """Failed (the child hung) while digests used BLAKE3's multithreaded mode: rayon's
+    process-wide pool, started by the parent's read, does not survive a fork."""
+    import os
+    import time
+
+    side = Sidecar(None, tmp_path, "x", 1)
+    big = {"m": np.ones((1 << 16, 64), dtype=np.float32)}  # 16 MiB: a hash large enough to split
+    assert side.write(None, big, {})
+    assert side.read() is not None  # the parent hashes first
+    pid = os.fork()
+    if pid == 0:  # the child: read and exit at once, never return into pytest
+        os._exit(0 if side.read() is not None else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("a forked child's sidecar read did not finish in 60 s")
