@@ -170,7 +170,8 @@ def column_digest(a: np.ndarray) -> str:
 def _file_column_digest(path: Path, a: np.memmap) -> str | None:
     """:func:`column_digest` of a column as mapped from ``path``, computed from the file's
     bytes (reads, not the map: see the module's docstring); None when the file is shorter."""
-    with open(path, "rb", buffering=0) as fh:
+    fd, _ = safe_json.open_regular(path, follow_symlinks=False)  # a FIFO swapped in cannot block
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         fh.seek(a.offset)
         got = _hash_reads(fh, a.nbytes)
     return None if got is None else DIGEST_PREFIX + got.hexdigest()
@@ -199,7 +200,15 @@ class Columns(dict):
 
 
 def _mapped_digest(path: Path, a: np.ndarray) -> str | None:
-    return _file_column_digest(path, a) if isinstance(a, np.memmap) and a.flags.c_contiguous else column_digest(a)
+    """:func:`column_digest` of a column as read, from its file where it can be; through the
+    map when the file is gone (a newer generation replaced it after the read: the map stays
+    valid, only the name was unlinked)."""
+    if isinstance(a, np.memmap) and a.flags.c_contiguous:
+        try:
+            return _file_column_digest(path, a)
+        except OSError:
+            pass
+    return column_digest(a)
 
 
 class Sidecar:

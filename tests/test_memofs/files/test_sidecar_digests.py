@@ -142,3 +142,14 @@ def test_a_process_forked_after_reading_a_sidecar_can_read_one(tmp_path: Path) -
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("a forked child's sidecar read did not finish in 60 s")
+
+
+def test_a_deferred_column_whose_file_a_newer_generation_removed_is_still_checked(tmp_path: Path) -> None:
+    side = Sidecar(None, tmp_path, "x", 1)
+    cols = _columns()
+    assert side.write(None, cols, {})
+    _, read, _ = side.read(defer=("m",))
+    path = _column_file(tmp_path, "x", "m")
+    assert side.write(None, {**cols, "m": cols["m"] + 1}, {})  # a writer switches generation
+    assert not path.exists()  # the old column's name is gone, its map is not
+    np.testing.assert_array_equal(read.verified("m"), cols["m"])  # checked through the map
