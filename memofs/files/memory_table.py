@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from memofs.files.records import MEMORY_KINDS, Anchor, Memory
-from memofs.files.sidecar import split_strings
+from memofs.files.sidecar import decode_strings, split_strings
 
 NONE_US = np.iinfo(np.int64).min
 """``created_us`` of a memory without a timestamp."""
@@ -69,12 +69,14 @@ class _Rows:
     """The sidecar's rows (:mod:`memofs.files.memories_sidecar`'s columns, validated)."""
 
     def __init__(self, cols: dict[str, np.ndarray], namespaces: list[str]) -> None:
-        self.ids, self.texts, rests = (split_strings(cols[c], cols[f"{c}_ends"]) for c in ("ids", "texts", "rest"))
+        self.ids, self.texts = (split_strings(cols[c], cols[f"{c}_ends"]) for c in ("ids", "texts"))
         n = len(self.ids)
+        # the rest column is empty but for the few rows with extras: sliced for those alone
+        rest_text, rest_ends = decode_strings(cols["rest"], cols["rest_ends"]), cols["rest_ends"]
         # copies (a few MB at 100k): no map of the sidecar's files outlives the read
         self.kind, self.created_us, self.created_off, self.confidence, self.namespace = (
             np.array(cols[c]) for c in ("kind", "created_us", "created_off", "confidence", "namespace"))
-        if not (len(self.texts) == len(rests) == n and all(
+        if not (len(self.texts) == len(rest_ends) == n and all(
                 len(a) == n for a in (self.kind, self.created_us, self.created_off, self.confidence, self.namespace))):
             raise ValueError("columns of different lengths")
         if n and (int(self.kind.max()) >= len(MEMORY_KINDS) or int(self.namespace.min()) < 0
@@ -83,10 +85,10 @@ class _Rows:
         self.namespaces = list(namespaces)
         # the rows with tags, anchors, supersedes or metadata: few, parsed now (a damaged one
         # makes the sidecar untrusted at read time, not at first use)
-        extra = np.flatnonzero(np.diff(cols["rest_ends"], prepend=0)) if n else np.zeros(0, dtype=np.int64)
+        extra = np.flatnonzero(np.diff(rest_ends, prepend=0)) if n else np.zeros(0, dtype=np.int64)
         self.rest: dict[int, dict[str, Any]] = {}
         for i in extra.tolist():
-            rest = json.loads(rests[i])
+            rest = json.loads(rest_text[int(rest_ends[i - 1]) if i else 0:int(rest_ends[i])])
             if not isinstance(rest, dict):
                 raise ValueError(f"row {i}: rest is not an object")
             self.rest[i] = rest

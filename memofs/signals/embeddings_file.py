@@ -350,7 +350,9 @@ class EmbeddingsFile:
             if not _same_hashes(state, hashes()):
                 return False
             if not len(index):
-                index.load_unit_rows(ids, state.unit, state.namespace_codes, state.namespace_table)  # = state.ids
+                # = state.ids; the unit column's digest was checked by the read (only the raw
+                # vectors' check is deferred)
+                index.load_unit_rows(ids, state.unit, state.namespace_codes, state.namespace_table, digest_checked=True)
             else:
                 wanted = set(ids)
                 index.remove([i for i in index.ids if i not in wanted])

@@ -95,8 +95,8 @@ def release_pages(rows: NDArray) -> None:
 
 UNIT_TOLERANCE = 1e-4
 """How far from 1 a stored unit row's norm may be (float32 rounding is ~1e-7): rows handed
-to :meth:`VectorIndex.load_unit_rows` by any caller are checked, not only a sidecar's
-(whose digest already refuses a flipped bit)."""
+to :meth:`VectorIndex.load_unit_rows` are checked, unless the caller has just checked
+them against a sidecar's digest (which refuses a flipped bit)."""
 
 
 def _plausible_unit_rows(rows: NDArray[np.float32]) -> bool:
@@ -183,13 +183,16 @@ class VectorIndex:
         return rows
 
     def load_unit_rows(self, ids: list[str], rows: NDArray[np.float32], ns_codes: NDArray[np.integer],
-                       ns_names: Sequence[str]) -> None:
+                       ns_names: Sequence[str], *, digest_checked: bool = False) -> None:
         """Fill an empty index with rows that are already unit length (a sidecar's, made by
         :func:`unit_rows`), taken as they are: a read-only memory map stays one, copied on
         the first write (see the module doc). Row ``r`` is ``ids[r]`` in namespace
         ``ns_names[ns_codes[r]]``; the index owns ``rows`` from now on. ValueError, nothing
         stored, when the index holds rows, the shapes, codes or ids do not fit (distinct
-        non-empty strings), or a row is not of unit length."""
+        non-empty strings), or a row is not of unit length. ``digest_checked``: the rows are
+        a sidecar's whose digest was just checked against what :func:`unit_rows` wrote, so
+        the pass over every row that checks their length is skipped (it would read the
+        whole matrix once more at every start)."""
         if self._row:
             raise ValueError("load_unit_rows needs an empty index")
         n = len(ids)
@@ -201,10 +204,11 @@ class VectorIndex:
             raise ValueError("ids must be distinct non-empty strings")
         if n and (int(codes.min()) < 0 or int(codes.max()) >= len(ns_names)):
             raise ValueError("a namespace code out of range")
-        plausible = _plausible_unit_rows(rows)
-        release_pages(rows)  # the pages of the check's last blocks
-        if not plausible:
-            raise ValueError("rows are not of unit length (or not finite)")
+        if not digest_checked:
+            plausible = _plausible_unit_rows(rows)
+            release_pages(rows)  # the pages of the check's last blocks
+            if not plausible:
+                raise ValueError("rows are not of unit length (or not finite)")
         if not n:
             return
         known: dict[str, int] = {}
@@ -305,10 +309,16 @@ class VectorIndex:
         upsert or removal."""
         if self._dead:
             self._compact()
-        if isinstance(ids, list) and ids == self._ids:  # the loaded order (a start's): row r is ids[r], no lookups
-            return np.arange(len(ids), dtype=np.int64)
-        row = self._row
-        return np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+        row, n, m = self._row, len(ids), len(self._ids)
+        head = n - m
+        # a start's layout: ids end with the loaded order (graph documents, which hold no
+        # vector, before every memory), so the tail is rows 0 .. m-1 with no lookup per id
+        if (isinstance(ids, (list, tuple)) and head >= 0 and m and list(ids[head:]) == self._ids
+                and not any(i in row for i in ids[:head])):
+            out = np.full(n, -1, dtype=np.int64)
+            out[head:] = np.arange(m, dtype=np.int64)
+            return out
+        return np.fromiter((row.get(i, -1) for i in ids), dtype=np.int64, count=n)
 
     def row_scores(self, query_vec: NDArray) -> NDArray[np.float32]:
         """Cosine of the query with every live row, in row order (see :meth:`rows_of`)."""

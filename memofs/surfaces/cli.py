@@ -175,18 +175,19 @@ def _store(ctx: typer.Context):
 _DISABLED = frozenset({"none", "off", "0", "false", "disabled"})  # = memofs.signals.embedders.select.DISABLED
 
 
-def _embedder(load: bool = True) -> Any:
+def _embedder(load: bool = True, background: bool = False) -> Any:
     if os.environ.get("MEMOFS_EMBEDDER", "").strip().lower() in _DISABLED:
         return None  # lexical-only; skip importing the embedder stack (fast CLI writes)
     from memofs.signals.embedders.select import select_embedder
 
-    return select_embedder(os.environ, prewarm=load)
+    return select_embedder(os.environ, prewarm=load, background=background)
 
 
 def _live(ctx: typer.Context):
     from memofs.store.project import LiveStore
 
-    return LiveStore(_store(ctx), embedder=_embedder())
+    # the model loads on a thread while the store is read: a recall's start is both (issue 38)
+    return LiveStore(_store(ctx), embedder=_embedder(background=True))
 
 
 def _json_option(option: str, raw: str) -> Any:
@@ -414,7 +415,7 @@ def context(
             _check_query(query_)
             from memofs.store.project import LiveStore
 
-            live = LiveStore(store, embedder=_embedder())
+            live = LiveStore(store, embedder=_embedder(background=True))
             cache = FileContextCache(store.paths.tmp, clock=time.time, lock=store.lock())
             b = briefing_for(live, cache, query=query_, now=store.clock(), task_type=_task(task_type),
                              max_bytes=size, options=options)

@@ -278,6 +278,8 @@ class OnnxMiniLMEmbedder:
         self._dim: int | None = None
         self._max_len: int | None = None
         self._tokenizer: Any = None
+        self._loader: threading.Thread | None = None  # load_soon's thread, joined by load()
+        self._load_error: BaseException | None = None
 
     @property
     def source(self) -> Path:
@@ -311,8 +313,36 @@ class OnnxMiniLMEmbedder:
             self._read_configs()
         return self._max_len  # type: ignore[return-value]
 
+    def load_soon(self) -> None:
+        """Start :meth:`load` on a thread and return at once: a CLI process reads its
+        store meanwhile (ONNX Runtime builds the session without holding the GIL). The next
+        :meth:`load` (every :meth:`encode` calls it) waits for that thread and raises what
+        the load raised."""
+        if self._tokenizer is not None or self._loader is not None:
+            return
+
+        def run() -> None:
+            try:
+                self._load_now()
+            except BaseException as exc:  # noqa: BLE001 - handed to load(), in the caller's thread
+                self._load_error = exc
+
+        # not a daemon: a process that never encodes waits for the load at exit instead of
+        # finalising under a thread that is inside ONNX Runtime
+        self._loader = threading.Thread(target=run, name="memofs-minilm-load")
+        self._loader.start()
+
     def load(self) -> Any:
         """Tokenizer and session, loaded (and the model exported) once per process."""
+        if self._loader is not None:
+            self._loader.join()
+            self._loader = None
+            if self._load_error is not None:
+                exc, self._load_error = self._load_error, None
+                raise exc
+        return self._load_now()
+
+    def _load_now(self) -> Any:
         if self._tokenizer is None:
             from tokenizers import Tokenizer
 

@@ -43,11 +43,15 @@ def _provider(choice: str, env: Mapping[str, str]) -> Embedder:
     return providers.CloudflareEmbedder(env=env)
 
 
-def select_embedder(env: Mapping[str, str] = os.environ, *, prewarm: bool = True) -> Embedder | None:
+def select_embedder(env: Mapping[str, str] = os.environ, *, prewarm: bool = True,
+                    background: bool = False) -> Embedder | None:
     """The embedder recall should use, or None for lexical-only (never raises).
 
     With ``prewarm`` the local model is loaded now, so a broken install is detected here
-    (tier 2) instead of at the first query."""
+    (tier 2) instead of at the first query. With ``background`` too, the ONNX MiniLM whose
+    model file is in place starts loading on a thread instead (a short CLI process reads
+    its store meanwhile); if that load fails, the first encode fails and the caller's
+    :class:`SafeEmbedder` recalls lexical-only."""
     choice = env.get("MEMOFS_EMBEDDER", "").strip().lower()
     if choice in DISABLED:
         log.info("vector recall disabled by MEMOFS_EMBEDDER=%s", choice)
@@ -75,7 +79,7 @@ def select_embedder(env: Mapping[str, str] = os.environ, *, prewarm: bool = True
             if prewarm:
                 embedder.load()
         elif model is None and choice != "sentence-transformers":
-            embedder = _onnx_or_torch(env, prewarm)
+            embedder = _onnx_or_torch(env, prewarm, background)
         else:
             embedder = _torch_local(model, prewarm)
     except Exception as exc:  # ImportError, EmbedderError, anything a loader throws
@@ -94,7 +98,7 @@ def _torch_local(model: str | None, prewarm: bool) -> Embedder:
     return embedder
 
 
-def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
+def _onnx_or_torch(env: Mapping[str, str], prewarm: bool, background: bool = False) -> Embedder:
     """The bundled MiniLM through ONNX Runtime (no torch in the process); when onnxruntime
     is missing (a warning) or the model file cannot be built or read (an error naming the
     file and how to rebuild it), the sentence-transformers path (same vectors, same name),
@@ -103,8 +107,10 @@ def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
         from memofs.signals.embedders.onnx_minilm import OnnxMiniLMEmbedder
 
         embedder = OnnxMiniLMEmbedder(env=env)
-        if prewarm:
-            embedder.load()
+        if prewarm and background and _runtime_installed() and embedder.model_file().state() == "ok":
+            embedder.load_soon()
+        elif prewarm:
+            embedder.load()  # exports a missing model file, or names what is wrong with it
         return embedder
     except ImportError as exc:  # onnxruntime or tokenizers not installed
         log.warning("%s; trying the sentence-transformers MiniLM", exc)
@@ -113,6 +119,16 @@ def _onnx_or_torch(env: Mapping[str, str], prewarm: bool) -> Embedder:
         # without --verbose shows this one line naming the file and how to rebuild it
         log.error("%s; trying the sentence-transformers MiniLM", exc)
     return _torch_local(None, prewarm)
+
+
+def _runtime_installed() -> bool:
+    """ONNX Runtime and tokenizers importable (found, not imported: the load imports them)."""
+    from importlib.util import find_spec
+
+    try:
+        return all(find_spec(name) is not None for name in ("onnxruntime", "tokenizers"))
+    except (ImportError, ValueError):  # a module entry set to None (import blocked) or without a spec
+        return False
 
 
 class SafeEmbedder:

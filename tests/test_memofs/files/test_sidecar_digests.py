@@ -107,6 +107,21 @@ def test_the_fast_start_does_not_check_the_raw_vectors_and_the_general_path_does
     np.testing.assert_allclose(state.recaller._vectors.row_scores(qv), want, atol=1e-6)
 
 
+def test_the_fast_start_adopts_unit_rows_only_through_their_digest(tmp_path: Path) -> None:
+    """The fast start skips the unit-length pass (``digest_checked``): an altered unit
+    column must then be refused by its digest, and the start rank from true cosines."""
+    s = _vector_store(tmp_path)
+    emb = HashEmbedder()
+    _flip_last_byte(_column_file(s.paths.embeddings.parent, "embeddings", "unit"))
+    assert VectorSidecar(s.paths.embeddings).read(emb.name, emb.dim, decode=False) is None
+    state = rehydrate(s, embedder=emb)
+    qv = emb.encode(["Postgres"])[0]
+    from memofs.signals.vector_index import unit_rows
+
+    want = unit_rows(emb.encode([m.text for m in state.memories]), emb.dim) @ (qv / np.linalg.norm(qv))
+    np.testing.assert_allclose(state.recaller._vectors.row_scores(qv), want, atol=1e-6)
+
+
 def test_the_fast_start_compares_ids_without_decoding_them_and_agrees_with_the_list(tmp_path: Path) -> None:
     s = _vector_store(tmp_path)
     emb = HashEmbedder()

@@ -310,3 +310,62 @@ def test_cli_recall_with_a_corrupt_model_file_says_so_in_one_line(model_cache, t
     assert res.returncode == 0 and "Use D1 for tenant metadata" in res.stdout
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(mf.data) in lines[0] and "memofs embedder build --force" in lines[0], res.stderr
+
+
+def test_a_background_load_gives_the_vectors_of_a_load_in_the_caller(model_cache, monkeypatch):
+    """``load_soon`` (what a CLI recall asks for) only moves the load to a thread: the same
+    session and tokenizer settings, so the same vectors, bit for bit."""
+    texts = ["database driver for tenant metadata", "Deploys run on Fridays", "é" * 300]
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    background = select_embedder({CACHE_ENV: str(model_cache)}, prewarm=True, background=True)
+    assert isinstance(background, OnnxMiniLMEmbedder) and background._loader is not None
+    got = background.encode(texts)
+    assert background._loader is None
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    direct = OnnxMiniLMEmbedder(env={CACHE_ENV: str(model_cache)})
+    direct.load()
+    assert np.array_equal(got, direct.encode(texts))
+
+
+def test_a_failed_background_load_fails_the_first_encode_then_recall_is_lexical(model_cache, monkeypatch, caplog):
+    """A load that fails on the thread raises in the caller's thread at the first encode
+    (never lost, never raised twice); the Recaller's SafeEmbedder turns it into one warning
+    and lexical-only, and the next call tries the load again."""
+    from memofs.signals.embedders.select import SafeEmbedder
+
+    calls = []
+
+    def broken(path):
+        calls.append(path)
+        raise EmbedderError(f"the MiniLM model file {path} cannot be loaded (test)")
+
+    monkeypatch.setattr(onnx_minilm, "_session", broken)
+    caplog.set_level(logging.WARNING, logger="memofs.embedders")
+    emb = select_embedder({CACHE_ENV: str(model_cache)}, prewarm=True, background=True)
+    assert isinstance(emb, OnnxMiniLMEmbedder)
+    safe = SafeEmbedder(emb)
+    assert safe.encode(["tenant database"]) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot be loaded (test)" in warnings[0]
+    assert len(calls) == 1
+    with pytest.raises(EmbedderError):  # retried in the caller's thread, and failing again
+        emb.load()
+    assert len(calls) == 2
+
+
+def test_background_is_not_used_when_the_model_file_is_damaged(model_cache, tmp_path, monkeypatch, caplog):
+    """Only a model file in place loads on a thread: a damaged one is named in one error
+    line by the selection itself, which then tries the torch path, as without ``background``."""
+    from memofs.signals.embedders import select
+
+    mf = _copy_cache(model_cache, tmp_path)
+    raw = bytearray(mf.path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    mf.path.write_bytes(bytes(raw))
+    assert mf.state() == "corrupt"
+    monkeypatch.setattr(select, "_torch_local", lambda model, prewarm: "the torch path")
+    monkeypatch.setattr(OnnxMiniLMEmbedder, "load_soon", lambda self: pytest.fail("loaded on a thread"))
+    caplog.set_level(logging.WARNING, logger="memofs.embedders")
+    assert select_embedder({CACHE_ENV: str(tmp_path)}, prewarm=True, background=True) == "the torch path"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and str(mf.path) in errors[0] and "memofs embedder build --force" in errors[0]

@@ -136,6 +136,23 @@ def test_rows_of_and_row_scores_align_after_removals():
         np.testing.assert_allclose(idx.row_scores(q)[r], idx.vector(id_) @ qn, rtol=1e-6)
 
 
+
+@pytest.mark.parametrize("ids", [
+    ("g:a", "g:b", "v0", "v1", "v2"),  # a start's layout: documents without vectors, then the rows in order
+    ["v0", "v1", "v2"],
+    ("v0", "v1", "v2", "g:a"),  # the rows first: no tail match
+    ("v2", "g:a", "v0", "v1", "v2"),  # a row id before the tail as well
+    ("g:a", "v0", "v2", "v1"),  # the tail reordered
+    ("g:a", "v1", "v2"),  # the tail cut
+    (),
+])
+def test_rows_of_equals_one_lookup_per_id(ids):
+    """Whatever shortcut it takes, rows_of is the naive lookup: each id's row, -1 when absent."""
+    idx = VectorIndex(3)
+    idx.upsert(["v0", "v1", "v2"], np.eye(3))
+    naive = [{"v0": 0, "v1": 1, "v2": 2}.get(i, -1) for i in ids]
+    assert idx.rows_of(ids).tolist() == naive
+
 def _mapped_index(tmp_path, rows: np.ndarray) -> VectorIndex:
     """An index over ``rows`` as a start adopts a sidecar's: a read-only ``np.load`` map."""
     np.save(tmp_path / "unit.npy", rows)

@@ -123,6 +123,10 @@ def test_load_unit_rows_refuses_rows_it_cannot_trust(bad: str) -> None:
     with pytest.raises(ValueError):
         index.load_unit_rows(ids, rows, codes, ["default"])
     assert len(index) == 0
+    if bad in ("duplicate-id", "code"):  # refused without the unit-length pass as well
+        with pytest.raises(ValueError):
+            index.load_unit_rows(ids, rows, codes, ["default"], digest_checked=True)
+        assert len(index) == 0
 
 
 def test_in_order_is_the_index_itself_or_a_bit_exact_copy() -> None:
