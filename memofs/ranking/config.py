@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -48,6 +49,15 @@ LEARNED_FALLBACKS: tuple[str, ...] = ("rrf", "none")
 FUSION_MODES: tuple[str, ...] = ("formula", "learned")
 """``formula``: the spec's weighted sum; ``learned``: a model file scores the same pools."""
 
+
+def model_identity(path: str) -> str:
+    """A learned model file as :meth:`RecallConfig.config_hash` records it: its file name and
+    the SHA-256 of its bytes (``missing`` when it cannot be read), never its directory."""
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        digest = "missing"
+    return f"{Path(path).name}:{digest}"
 
 @dataclass(frozen=True)
 class RecallConfig:
@@ -246,6 +256,10 @@ class RecallConfig:
                               ("neutral_recency_confidence", False)):
             if d[name] == default:
                 del d[name]
+        if d.get("learned_model") is not None:
+            # the model by what it is, not where this checkout keeps it: the same config has
+            # the same hash in every clone (the path itself is machine-specific)
+            d["learned_model"] = model_identity(d["learned_model"])
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:
