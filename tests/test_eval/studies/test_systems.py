@@ -185,8 +185,14 @@ def test_entry_point_writes_the_report(tmp_path, capsys):
     spec.write_text(f'harness = "{QUICK}"\ndatasets = ["tiny"]\nisolate = false\n'
                     '[[systems]]\nname = "lex"\nadapter = "memofs"\noptions = { embedder = "none" }\n'
                     '[[systems]]\nname = "gone"\nadapter = "run-file"\noptions = { path = "missing.trec" }\nnote = "a run file that is not there"\n')
-    assert main([str(spec), "--out", str(tmp_path / "out")]) == 0
+    # a system that answered no query is refused: one line naming it, nothing written
+    assert main([str(spec), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: gone failed every one of its 22 queries on tiny (e.g. could not open: FileNotFoundError")
+    assert err.endswith("no report written (--allow-failed writes it)") and not (tmp_path / "out").exists()
+    assert main([str(spec), "--out", str(tmp_path / "out"), "--allow-failed"]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
+    assert "--allow-failed" in md  # the command that wrote it says so
     assert recorded(md) is not None and "## tiny" in md and "| lex |" in md and "| gone |" in md
     assert "`gone`: 22 queries; e.g." in md and "could not open: FileNotFoundError" in md
     assert "Trivial cutoff:** `recall@20`" in md  # tiny's scopes hold at most 20 memories
