@@ -5,18 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memofs_eval._env import REPO
-from memofs_eval.reporting.readme_tour import CLI, LIBRARY, commands, fences, fresh, mask
+from memofs_eval.reporting import readme_tour
+from memofs_eval.reporting.readme_tour import CLI, LIBRARY, commands, fences, fresh, mask, settle as _settle
 from memofs_eval.reporting.readme_blocks import between
-import re
-
-# The CLI stamps memories with the wall clock and the tour's commands run seconds apart on a
-# loaded machine, so a memory's recency prints 1.0 or 0.99999x (half-life 30 days: 0.9999995
-# is 1.9 s). Only that clock-dependent last digit is settled; every score still compares.
-_SECONDS_OLD = re.compile(r"recency=0\.99999\d\b")
-
-
-def _settle(text: str) -> str:
-    return _SECONDS_OLD.sub("recency=1.0", mask(text))
 
 
 @pytest.mark.slow  # runs the README's commands in fresh interpreters
@@ -45,3 +36,19 @@ def test_mask_keeps_order_and_hides_only_what_cannot_repeat() -> None:
     assert mask("score 0.2455") != mask("score 0.2456")
     assert _settle("recency=0.999999, final=0.3111") == _settle("recency=1.0, final=0.3111")
     assert _settle("recency=0.999998") == "recency=1.0" and _settle("recency=0.99998") == "recency=0.99998"
+
+
+def test_the_writer_leaves_a_tour_that_differs_only_in_ids_untouched(tmp_path, monkeypatch) -> None:
+    """Regenerating must not churn the README: a fresh run whose only differences are ids,
+    cursors or a seconds-old recency leaves the file's bytes as they were; any other
+    difference (a score) rewrites it."""
+    readme = tmp_path / "README.md"
+    committed = "1. mem_0123456789abcdef 0.2455 recency=1.0\n"
+    readme.write_text(committed, encoding="utf-8")
+    monkeypatch.setattr(readme_tour, "fresh", lambda text, where: "1. mem_ffffffffffffffff 0.2455 recency=0.999998\n")
+    assert readme_tour.main(["--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == committed
+    moved = "1. mem_ffffffffffffffff 0.2456 recency=1.0\n"
+    monkeypatch.setattr(readme_tour, "fresh", lambda text, where: moved)
+    assert readme_tour.main(["--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == moved
