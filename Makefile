@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install inspector basic-memory test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector baseline clean
+.PHONY: install inspector basic-memory test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector bench-processes baseline clean
 
 install: $(STAMP)
 
@@ -79,6 +79,10 @@ bench-lexical: install
 
 bench-vector: install
 	$(PY) -m memofs_eval.bench.vector
+
+# CLI and MCP processes, MiniLM (ONNX) beside lexical-only on the same store (issue 38)
+bench-processes: install
+	$(PY) -m memofs_eval.bench.processes
 
 bench: install
 	$(PY) -m memofs_eval.bench.all

@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-executor.md")
     a = ap.parse_args(argv)
     section = run(quick_config() if a.quick else ExecutorBenchConfig(), a.quick)
-    text = emit(section, a.out)
+    text = emit(section, a.out, "memofs_eval.bench.executor")
     if a.readme:
         write_readme(section.markdown)
     return text

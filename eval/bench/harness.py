@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> str:
     a = ap.parse_args(argv)
     cfg = quick_config() if a.quick else HarnessBenchConfig(make_eval=not a.no_make_eval)
     section = run(cfg, a.quick)
-    return emit(section, a.out)
+    return emit(section, a.out, "memofs_eval.bench.harness")
 
 
 if __name__ == "__main__":

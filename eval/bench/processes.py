@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> str:
     cfg = quick_config() if a.quick else ProcessBenchConfig()
     cfg = ProcessBenchConfig(sizes=tuple(a.sizes or cfg.sizes), commands=tuple(a.commands or COMMANDS),
                              embedders=tuple(a.embedders or EMBEDDERS), calls=a.calls or cfg.calls, encode_cap=cfg.encode_cap)
-    return emit(run(cfg, a.quick), a.out)
+    return emit(run(cfg, a.quick), a.out, "memofs_eval.bench.processes")
 
 
 if __name__ == "__main__":

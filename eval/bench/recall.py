@@ -654,7 +654,7 @@ def main(argv: list[str] | None = None) -> str:
     if a.no_rss:
         cfg = RecallBenchConfig(**{**cfg.__dict__, "rss": False})
     section, _ = run(cfg, a.quick)
-    return emit(section, a.out)
+    return emit(section, a.out, "memofs_eval.bench.recall")
 
 
 if __name__ == "__main__":

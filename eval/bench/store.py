@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--out", type=Path, default=REPORTS / "bench-store.md")
     a = ap.parse_args(argv)
     section = run(quick_config() if a.quick else StoreBenchConfig(), a.quick)
-    return emit(section, a.out)
+    return emit(section, a.out, "memofs_eval.bench.store")
 
 
 if __name__ == "__main__":
