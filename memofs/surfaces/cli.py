@@ -190,6 +190,20 @@ def _live(ctx: typer.Context):
     return LiveStore(_store(ctx), embedder=_embedder(background=True))
 
 
+def _embed_query_then_release(live: Any, state: Any, query: str, task: Optional[str]) -> None:
+    """Embed the text recall will embed for ``query`` now, then let the model go: a CLI
+    recall embeds nothing else, so the weights leave the process before recall builds its
+    lexical index (issue 38: the peak RSS). The LiveStore's embedder keeps the vector for
+    recall's own encode; if recall asks for another text, the model is simply loaded again."""
+    inner = getattr(live.embedder, "inner", None)
+    if inner is None or not hasattr(inner, "release"):
+        return
+    text = state.recaller.query_text(query, task)[0].text
+    if text.strip():
+        live.embedder.encode([text])
+    inner.release()
+
+
 def _json_option(option: str, raw: str) -> Any:
     """The JSON value of ``option``, read as the store reads its files (depth limit, an
     integer over the digit limit refused); a one-line error naming the option, never echoing
@@ -330,6 +344,7 @@ def recall(
         _check_query(query)
         live = _live(ctx)
         state = live.state()
+        _embed_query_then_release(live, state, query, task)
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
         rows = [result_dict(r, explain) for r in results]
         warnings = [*state.warnings, *_import_hint(live.store, state.memories.ids)]

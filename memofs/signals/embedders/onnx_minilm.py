@@ -342,6 +342,20 @@ class OnnxMiniLMEmbedder:
                 raise exc
         return self._load_now()
 
+    def release(self) -> None:
+        """Let this process's session go (a load in flight is waited for first): its mapped
+        weights leave the resident set (~45 MB). A process that has embedded all it will,
+        such as a CLI recall after its query, calls this; a later :meth:`load` builds the
+        session again."""
+        if self._loader is not None:
+            try:
+                self.load()
+            except Exception:  # noqa: BLE001 - a failed load has nothing to release
+                pass
+        with _LOCK:
+            _SESSIONS.pop(str(self.model_file().path), None)
+        self._session = self._tokenizer = None
+
     def _load_now(self) -> Any:
         if self._tokenizer is None:
             from tokenizers import Tokenizer

@@ -369,3 +369,50 @@ def test_background_is_not_used_when_the_model_file_is_damaged(model_cache, tmp_
     assert select_embedder({CACHE_ENV: str(tmp_path)}, prewarm=True, background=True) == "the torch path"
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(errors) == 1 and str(mf.path) in errors[0] and "memofs embedder build --force" in errors[0]
+
+
+def test_release_lets_the_session_go_and_a_later_encode_loads_it_again(model_cache, monkeypatch):
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    emb = OnnxMiniLMEmbedder(env={CACHE_ENV: str(model_cache)})
+    before = emb.encode(["tenant database"])
+    assert str(emb.model_file().path) in onnx_minilm._SESSIONS
+    emb.release()
+    assert onnx_minilm._SESSIONS == {} and emb._session is None and emb._tokenizer is None
+    assert np.array_equal(emb.encode(["tenant database"]), before)
+    emb.load_soon()
+    emb.release()  # waits for the load in flight, then lets it go
+    assert onnx_minilm._SESSIONS == {} and emb._loader is None
+
+
+def test_a_cli_recall_embeds_its_query_once_then_releases_the_model(model_cache, tmp_path, monkeypatch):
+    """The CLI recall embeds the text recall will embed (the rewritten query) before recall
+    runs and lets the model go; recall's own encode is then answered from that vector: one
+    session for the process, and the same results as a recall that kept the model."""
+    from typer.testing import CliRunner
+
+    from memofs.store.project import LiveStore, Store, wall_clock
+    from memofs.surfaces.cli import app
+
+    store = tmp_path / "store"
+    store.mkdir()
+    s = Store.init(store, clock=wall_clock)
+    for text in ("Use D1 for tenant metadata", "PgBouncer caps PostgreSQL connections", "Deploys happen on Tuesdays"):
+        s.remember(text)
+    env = {CACHE_ENV: str(model_cache)}
+    monkeypatch.setenv(CACHE_ENV, str(model_cache))
+    monkeypatch.delenv("MEMOFS_EMBEDDER", raising=False)
+    loads, real = [], onnx_minilm._session
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    monkeypatch.setattr(onnx_minilm, "_session", lambda path: loads.append(path) or real(path))
+    query = "which database driver for the tenant metadata, debugging"
+    res = CliRunner().invoke(app, ["--root", str(store), "recall", "-q", query, "--task-type", "debug", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(loads) == 1 and onnx_minilm._SESSIONS == {}  # loaded once, released before recall
+    got = [(r["id"], r["score"]) for r in json.loads(res.stdout)["results"]]
+    # the reference: the same recall in a LiveStore whose model stays loaded throughout
+    live = LiveStore(Store.open(store, clock=wall_clock), embedder=OnnxMiniLMEmbedder(env=env))
+    want = live.state().recaller.recall(query, 10, task_type="debug", now=live.store.clock())
+    # the two recalls run a moment apart on the wall clock: a score may round to the
+    # neighbouring 4th decimal, never more
+    assert [i for i, _ in got] == [r.id for r in want] and got
+    assert all(abs(x - r.score) <= 1.0001e-4 for (_, x), r in zip(got, want))
