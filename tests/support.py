@@ -29,6 +29,13 @@ NAN = float("nan")
 CLI_ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
 
 
+def examples(n: int) -> int:
+    """The example budget of a costly Hypothesis test: ``n``, or a third of it (at least 20)
+    when ``$MEMOFS_TEST_FAST`` is set, which only ``make test-fast`` (the inner loop) does;
+    ``make test`` and CI always run all ``n``."""
+    return max(20, n // 3) if os.environ.get("MEMOFS_TEST_FAST") else n
+
+
 def frame(rows: list[dict], query: str = "", vector_ok: bool = True, rerank_ok: bool = True) -> SignalFrame:
     """A signal frame from rows of ``id`` plus any of ``bm25``, ``fuzzy``, ``cos``, ``rerank``,
     ``age``, ``conf``, ``kind``, ``stale``, ``graph`` (absent scores NaN, as extraction leaves them)."""
