@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
 import tomllib
 from collections.abc import Iterable
@@ -95,16 +96,27 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+#: (suffix, SHA-256 of a file's bytes) -> its digest: the same sources are digested again and again
+#: in one process (every signal-cache lookup hashes the extraction code, every report its closure);
+#: unchanged bytes are not parsed again, and a changed file is a new key
+_DIGESTS: dict[tuple[str, bytes], str] = {}
+
+
 def digest(path: Path) -> str:
     """A file's contribution to a code hash (module docstring: comments never count)."""
-    if path.suffix == ".py":
-        tree = _strip_docstrings(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-        data = ast.dump(tree, annotate_fields=True, include_attributes=False).encode()
-    elif path.suffix == ".toml":
-        data = json.dumps(tomllib.loads(path.read_text(encoding="utf-8")), sort_keys=True).encode()
-    else:
-        data = path.read_bytes()
-    return hashlib.sha256(data).hexdigest()[:16]
+    raw = path.read_bytes()
+    if path.suffix not in (".py", ".toml"):
+        return hashlib.sha256(raw).hexdigest()[:16]
+    key = (path.suffix, hashlib.sha256(raw).digest())
+    got = _DIGESTS.get(key)
+    if got is None:
+        text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()  # as path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            data = ast.dump(_strip_docstrings(ast.parse(text, str(path))), annotate_fields=True, include_attributes=False)
+        else:
+            data = json.dumps(tomllib.loads(text), sort_keys=True)
+        got = _DIGESTS[key] = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return got
 
 
 def combined(files: dict[str, str]) -> str:

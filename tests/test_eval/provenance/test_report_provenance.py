@@ -127,6 +127,19 @@ def _digest_of(text: str) -> str:
         return digest(p)
 
 
+def test_a_file_rewritten_in_place_gets_its_new_digest(tmp_path: Path) -> None:
+    """digest remembers a source by its bytes, never by its path or time: an edit of the same size
+    in the same instant is seen, and the old bytes give the old digest back."""
+    p = tmp_path / "m.py"
+    p.write_text("N = 1\n")
+    first = digest(p)
+    p.write_text("N = 2\n")
+    assert digest(p) != first
+    p.write_text("N = 1\n")
+    assert digest(p) == first
+    p.write_text('"""A docstring."""\nN = 1  # a comment\n')
+    assert digest(p) == first
+
 def test_markdown_stamp_round_trips(tmp_path: Path) -> None:
     repo = _project(tmp_path)
     line = markdown_line(("memofs_eval.run",), (), repo)
