@@ -41,23 +41,43 @@ def modules(repo: Path) -> dict[str, Path]:
     return out
 
 
+def _text(raw: bytes) -> str:
+    """A source's bytes as ``path.read_text(encoding="utf-8")`` reads them (newlines translated)."""
+    return io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
+
+
+#: SHA-256 of a file's bytes -> its import statements, as (module or None for ``import``, level,
+#: names): closures are followed again and again in one process; unchanged bytes are not parsed again
+_IMPORT_STATEMENTS: dict[bytes, tuple[tuple[str | None, int, tuple[str, ...]], ...]] = {}
+
+
+def _import_statements(path: Path) -> tuple[tuple[str | None, int, tuple[str, ...]], ...]:
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    got = _IMPORT_STATEMENTS.get(key)
+    if got is None:
+        got = _IMPORT_STATEMENTS[key] = tuple(
+            (None, 0, tuple(a.name for a in node.names)) if isinstance(node, ast.Import)
+            else (node.module or "", node.level, tuple(a.name for a in node.names))
+            for node in ast.walk(ast.parse(_text(raw), str(path))) if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return got
+
+
 def imports(name: str, path: Path, known: Iterable[str]) -> set[str]:
     """Project modules imported anywhere in ``path`` (module ``name``)."""
     known = known if isinstance(known, (set, frozenset, dict)) else set(known)
     is_pkg = path.name == "__init__.py"
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
+    for module, level, names in _import_statements(path):
+        if module is None:  # import a.b
+            targets = list(names)
+        else:  # from .module import names
+            base = module
+            if level:
                 anchor = name.split(".") if is_pkg else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        else:
-            continue
+            targets = [f"{base}.{a}" if f"{base}.{a}" in known else base for a in names]
         for t in targets:
             while t and t not in known:  # `import memofs.x.y` where y is a name: the module above
                 t = t.rpartition(".")[0]
@@ -110,7 +130,7 @@ def digest(path: Path) -> str:
     key = (path.suffix, hashlib.sha256(raw).digest())
     got = _DIGESTS.get(key)
     if got is None:
-        text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()  # as path.read_text(encoding="utf-8")
+        text = _text(raw)
         if path.suffix == ".py":
             data = ast.dump(_strip_docstrings(ast.parse(text, str(path))), annotate_fields=True, include_attributes=False)
         else:
