@@ -1,6 +1,6 @@
-"""What several test files share: the repository's paths, a signal frame from rows, the CLI run
-in-process, a naive lexical reference, a writer killed mid-write, the fields of a memory record,
-and a call followed through the project's files.
+"""What several test files share: the repository's paths, the example budget of costly property
+tests, a signal frame from rows, the CLI run in-process, a naive lexical reference, a writer
+killed mid-write, the fields of a memory record, and a call followed through the project's files.
 """
 
 from __future__ import annotations
