@@ -49,9 +49,10 @@ test: install inspector
 
 # the inner loop: everything but the tests marked slow (real models, whole benchmarks, notebooks,
 # clusters, external clients), on two pytest-xdist workers with each test file kept on one worker
-# (module fixtures built once); make test runs every test in one process
+# (module fixtures built once); MEMOFS_TEST_FAST: the costliest Hypothesis tests run a third of
+# their examples (tests/support.py examples). make test runs every test, every example, in one process
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" -x -n 2 --dist loadfile
+	MEMOFS_TEST_FAST=1 $(PY) -m pytest -q -m "not slow" -x -n 2 --dist loadfile
 
 # regenerate exactly the committed reports whose code or inputs changed (--dry-run says which)
 reports: install

@@ -91,14 +91,36 @@ def locomo_dir() -> Path:
 @pytest.fixture(scope="session")
 def quick_spec_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[int], list[Path]]:
     """The quick spec run twice through the CLI, with a baseline it must fail against: the exit
-    codes and the two reports (test_harness checks them; the notebooks compare with one)."""
+    codes and the two reports (test_harness checks them; the notebooks compare with one).
+
+    Under pytest-xdist (``make test-fast``) the two files that use it may land on different
+    workers: the runs are made once per session, in the directory all workers share, under a
+    lock (the second worker waits for the first's reports instead of making its own); the
+    reports are only read."""
+    import fcntl
     import json
+    import shutil
 
     from memofs_eval import cli
 
     QUICK = REPO / "eval" / "specs" / "quick.toml"
-    base = tmp_path_factory.mktemp("reports")
-    baseline = base / "baseline.json"
-    baseline.write_text(json.dumps({"datasets": {"tiny": {"ndcg@10": 0.999}}}))
-    codes = [cli.main(["run", str(QUICK), "--quiet", "--out", str(base / f"r{i}"), "--baseline", str(baseline)]) for i in (0, 1)]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = tmp_path_factory.getbasetemp().parent / "quick-spec-runs"  # above every worker's own base
+        base.mkdir(exist_ok=True)
+    else:
+        base = tmp_path_factory.mktemp("quick-spec-runs")
+    done = base / "codes.json"
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if not done.is_file():
+            for i in (0, 1):  # what a worker that failed part-way left
+                shutil.rmtree(base / f"r{i}", ignore_errors=True)
+            baseline = base / "baseline.json"
+            baseline.write_text(json.dumps({"datasets": {"tiny": {"ndcg@10": 0.999}}}))
+            codes = [cli.main(["run", str(QUICK), "--quiet", "--out", str(base / f"r{i}"), "--baseline", str(baseline)])
+                     for i in (0, 1)]
+            tmp = base / "codes.json.tmp"
+            tmp.write_text(json.dumps(codes))
+            tmp.replace(done)
+        codes = json.loads(done.read_text())
     return codes, [base / f"r{i}" / "latest" for i in (0, 1)]

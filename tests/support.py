@@ -1,6 +1,6 @@
-"""What several test files share: the repository's paths, a signal frame from rows, the CLI run
-in-process, a naive lexical reference, a writer killed mid-write, the fields of a memory record,
-and a call followed through the project's files.
+"""What several test files share: the repository's paths, the example budget of costly property
+tests, a signal frame from rows, the CLI run in-process, a naive lexical reference, a writer
+killed mid-write, the fields of a memory record, and a call followed through the project's files.
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO_ROOT / "tests" / "data"
 NAN = float("nan")
 CLI_ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
+
+
+def examples(n: int) -> int:
+    """The example budget of a costly Hypothesis test: ``n``, or a third of it (at least 20)
+    when ``$MEMOFS_TEST_FAST`` is set, which only ``make test-fast`` (the inner loop) does;
+    ``make test`` and CI always run all ``n``."""
+    return max(20, n // 3) if os.environ.get("MEMOFS_TEST_FAST") else n
 
 
 def frame(rows: list[dict], query: str = "", vector_ok: bool = True, rerank_ok: bool = True) -> SignalFrame:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
 import tomllib
 from collections.abc import Iterable
@@ -40,23 +41,43 @@ def modules(repo: Path) -> dict[str, Path]:
     return out
 
 
+def _text(raw: bytes) -> str:
+    """A source's bytes as ``path.read_text(encoding="utf-8")`` reads them (newlines translated)."""
+    return io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
+
+
+#: SHA-256 of a file's bytes -> its import statements, as (module or None for ``import``, level,
+#: names): closures are followed again and again in one process; unchanged bytes are not parsed again
+_IMPORT_STATEMENTS: dict[bytes, tuple[tuple[str | None, int, tuple[str, ...]], ...]] = {}
+
+
+def _import_statements(path: Path) -> tuple[tuple[str | None, int, tuple[str, ...]], ...]:
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    got = _IMPORT_STATEMENTS.get(key)
+    if got is None:
+        got = _IMPORT_STATEMENTS[key] = tuple(
+            (None, 0, tuple(a.name for a in node.names)) if isinstance(node, ast.Import)
+            else (node.module or "", node.level, tuple(a.name for a in node.names))
+            for node in ast.walk(ast.parse(_text(raw), str(path))) if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return got
+
+
 def imports(name: str, path: Path, known: Iterable[str]) -> set[str]:
     """Project modules imported anywhere in ``path`` (module ``name``)."""
     known = known if isinstance(known, (set, frozenset, dict)) else set(known)
     is_pkg = path.name == "__init__.py"
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
+    for module, level, names in _import_statements(path):
+        if module is None:  # import a.b
+            targets = list(names)
+        else:  # from .module import names
+            base = module
+            if level:
                 anchor = name.split(".") if is_pkg else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        else:
-            continue
+            targets = [f"{base}.{a}" if f"{base}.{a}" in known else base for a in names]
         for t in targets:
             while t and t not in known:  # `import memofs.x.y` where y is a name: the module above
                 t = t.rpartition(".")[0]
@@ -95,16 +116,27 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+#: (suffix, SHA-256 of a file's bytes) -> its digest: the same sources are digested again and again
+#: in one process (every signal-cache lookup hashes the extraction code, every report its closure);
+#: unchanged bytes are not parsed again, and a changed file is a new key
+_DIGESTS: dict[tuple[str, bytes], str] = {}
+
+
 def digest(path: Path) -> str:
     """A file's contribution to a code hash (module docstring: comments never count)."""
-    if path.suffix == ".py":
-        tree = _strip_docstrings(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-        data = ast.dump(tree, annotate_fields=True, include_attributes=False).encode()
-    elif path.suffix == ".toml":
-        data = json.dumps(tomllib.loads(path.read_text(encoding="utf-8")), sort_keys=True).encode()
-    else:
-        data = path.read_bytes()
-    return hashlib.sha256(data).hexdigest()[:16]
+    raw = path.read_bytes()
+    if path.suffix not in (".py", ".toml"):
+        return hashlib.sha256(raw).hexdigest()[:16]
+    key = (path.suffix, hashlib.sha256(raw).digest())
+    got = _DIGESTS.get(key)
+    if got is None:
+        text = _text(raw)
+        if path.suffix == ".py":
+            data = ast.dump(_strip_docstrings(ast.parse(text, str(path))), annotate_fields=True, include_attributes=False)
+        else:
+            data = json.dumps(tomllib.loads(text), sort_keys=True)
+        got = _DIGESTS[key] = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return got
 
 
 def combined(files: dict[str, str]) -> str:

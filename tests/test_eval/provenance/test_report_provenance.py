@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memofs_eval._env import REPO
-from memofs_eval.provenance.code_closure import closure, digest
+from memofs_eval.provenance.code_closure import closure, digest, imports
 from memofs_eval.provenance.stamp import markdown_line, recorded, stale, stamp
 from memofs_eval.regenerate import REPORTS, figure_changes
 
@@ -125,6 +125,25 @@ def _digest_of(text: str) -> str:
         p = Path(d) / "m.py"
         p.write_text(text, encoding="utf-8")
         return digest(p)
+
+
+def test_a_file_rewritten_in_place_gets_its_new_digest_and_imports(tmp_path: Path) -> None:
+    """digest and imports remember a source by its bytes, never by its path or time: an edit of
+    the same size in the same instant is seen, and the old bytes give the old digest back."""
+    p = tmp_path / "m.py"
+    p.write_text("N = 1\n")
+    first = digest(p)
+    p.write_text("N = 2\n")
+    assert digest(p) != first
+    p.write_text("N = 1\n")
+    assert digest(p) == first
+    p.write_text('"""A docstring."""\nN = 1  # a comment\n')
+    assert digest(p) == first
+    known = {"pkg", "pkg.a", "pkg.b", "pkg.m"}
+    p.write_text("from pkg import a\n")
+    assert imports("pkg.m", p, known) == {"pkg.a"}
+    p.write_text("from pkg import b\n")  # same size, same instant
+    assert imports("pkg.m", p, known) == {"pkg.b"}
 
 
 def test_markdown_stamp_round_trips(tmp_path: Path) -> None:

@@ -187,6 +187,7 @@ def test_write_store_stores_the_cached_vectors_the_surfaces_load(tiny, tmp_path,
 BASIC_MEMORY = REPO / ".cache" / "basic-memory" / "bin" / "basic-memory"
 
 
+@pytest.mark.slow  # an external client (basic-memory's own Python 3.12 process, ~12 s); the inner loop keeps the declared mapping through server-memory
 def test_basic_memory_through_the_declared_mapping(tiny):
     """basic-memory (`make basic-memory`) over stdio with systems.toml's mapping: offline, its
     full-text search finds each note by the note's own text first, and never names an id

@@ -18,7 +18,7 @@ from memofs.files.memory_table import Columns, MemoryMap, MemoryTable, record_co
 from memofs.files.records import MEMORY_KINDS, Anchor, Memory
 from memofs.store.project import Store, rehydrate
 
-from support import fields_of
+from support import examples, fields_of
 
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 
@@ -59,7 +59,7 @@ def assert_columns_equal(a: Columns, b: Columns) -> None:
         assert x.dtype == y.dtype == np.float64 and x.tobytes() == y.tobytes()  # bit for bit, NaNs included
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(records(), st.data())
 def test_the_table_equals_its_records_field_by_field(mems: list[Memory], data: st.DataObject) -> None:
     split = data.draw(st.integers(0, len(mems)))
@@ -74,7 +74,7 @@ def test_the_table_equals_its_records_field_by_field(mems: list[Memory], data: s
         assert fields_of(t[-1]) == fields_of(mems[-1]) and [fields_of(m) for m in t[1::2]] == [fields_of(m) for m in mems[1::2]]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(records(), st.data())
 def test_the_arrays_equal_the_record_at_a_time_definition(mems: list[Memory], data: st.DataObject) -> None:
     split = data.draw(st.integers(0, len(mems)))
@@ -90,7 +90,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(records(), st.lists(_op, max_size=20), st.lists(st.integers(0, 30), max_size=12))
 def test_a_memory_map_behaves_as_a_dict_of_the_records(mems: list[Memory], ops: list, ask: list[int]) -> None:
     mm, ref = MemoryMap(), {}

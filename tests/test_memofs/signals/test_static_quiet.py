@@ -10,11 +10,7 @@ import logging
 import numpy as np
 import pytest
 
-pytest.importorskip("model2vec.distill")
-from model2vec.distill import inference  # noqa: E402
-from transformers.utils import logging as hf_logging  # noqa: E402
-
-from memofs.signals.embedders import static  # noqa: E402
+from memofs.signals.embedders import static
 
 
 class _Model:
@@ -22,6 +18,11 @@ class _Model:
 
 
 def _noisy_distill(**_: object) -> _Model:
+    # imported here, not at collection: model2vec.distill pulls in torch and transformers
+    # (seconds), which every pytest-xdist worker would pay for this one test
+    from model2vec.distill import inference
+    from transformers.utils import logging as hf_logging
+
     bar = inference.tqdm(total=3, desc="Encoding tokens", unit=" tokens")
     bar.update(3)
     bar.close()
@@ -32,7 +33,9 @@ def _noisy_distill(**_: object) -> _Model:
 
 def test_distillation_prints_nothing(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
                                      caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("model2vec.distill")
     import model2vec.distill
+    from model2vec.distill import inference
 
     monkeypatch.setattr(model2vec.distill, "distill", _noisy_distill)
     caplog.set_level(logging.WARNING)

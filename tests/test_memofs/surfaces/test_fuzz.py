@@ -6,7 +6,8 @@
   when recall answers, every acknowledged memory is in it;
 * CLI arguments and MCP tool arguments: only clean errors, never an internal error.
 
-``MEMOFS_FUZZ_EXAMPLES`` scales the budget (default 150 per test, about 15 s in all).
+``MEMOFS_FUZZ_EXAMPLES`` sets the budget (default 150 per test, about 15 s in all; 50 in
+``make test-fast``'s inner loop, :func:`support.examples`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from typer.testing import CliRunner
 
 from memofs.surfaces.cli import app
 
+from support import examples
+
 ENV = {"MEMOFS_EMBEDDER": "none", "HF_HUB_OFFLINE": "1"}
-EXAMPLES = int(os.environ.get("MEMOFS_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("MEMOFS_FUZZ_EXAMPLES", examples(150)))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 runner = CliRunner()
