@@ -196,8 +196,8 @@ def _embed_query_then_release(live: Any, state: Any, query: str, task: Optional[
     lexical index (issue 38: the peak RSS). The LiveStore's embedder keeps the vector for
     recall's own encode; if recall asks for another text, the model is simply loaded again."""
     inner = getattr(live.embedder, "inner", None)
-    if inner is None or not hasattr(inner, "release"):
-        return
+    if inner is None or not hasattr(inner, "release") or not (state.loaded_vectors or state.embedded):
+        return  # no vectors to compare with (an empty store): recall embeds nothing either
     text = state.recaller.query_text(query, task)[0].text
     if text.strip():
         live.embedder.encode([text])

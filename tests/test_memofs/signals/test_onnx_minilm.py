@@ -416,3 +416,23 @@ def test_a_cli_recall_embeds_its_query_once_then_releases_the_model(model_cache,
     # neighbouring 4th decimal, never more
     assert [i for i, _ in got] == [r.id for r in want] and got
     assert all(abs(x - r.score) <= 1.0001e-4 for (_, x), r in zip(got, want))
+
+
+def test_a_cli_recall_on_an_empty_store_embeds_nothing(model_cache, tmp_path, monkeypatch):
+    """No memory has a vector, so recall compares the query with nothing: the CLI does not
+    embed it either (the model's weights would be read for nothing)."""
+    from typer.testing import CliRunner
+
+    from memofs.store.project import Store, wall_clock
+    from memofs.surfaces.cli import app
+
+    (tmp_path / "store").mkdir()
+    Store.init(tmp_path / "store", clock=wall_clock)
+    monkeypatch.setenv(CACHE_ENV, str(model_cache))
+    monkeypatch.delenv("MEMOFS_EMBEDDER", raising=False)
+    encoded = []
+    real = OnnxMiniLMEmbedder.encode
+    monkeypatch.setattr(OnnxMiniLMEmbedder, "encode", lambda self, texts: encoded.append(list(texts)) or real(self, texts))
+    res = CliRunner().invoke(app, ["--root", str(tmp_path / "store"), "recall", "-q", "tenant database", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["results"] == [] and encoded == []
