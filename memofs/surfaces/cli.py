@@ -199,8 +199,11 @@ def _embed_query_then_release(live: Any, state: Any, query: str, task: Optional[
     if inner is None or not hasattr(inner, "release") or not (state.loaded_vectors or state.embedded):
         return  # no vectors to compare with (an empty store): recall embeds nothing either
     text = state.recaller.query_text(query, task)[0].text
-    if text.strip():
-        live.embedder.encode([text])
+    try:
+        if text.strip():
+            live.embedder.encode([text])
+    except Exception:  # noqa: BLE001 - a model that failed to load: recall's own encode meets it
+        return  # and recalls lexical-only with one warning (its embedder never raises)
     inner.release()
 
 

@@ -436,3 +436,35 @@ def test_a_cli_recall_on_an_empty_store_embeds_nothing(model_cache, tmp_path, mo
     res = CliRunner().invoke(app, ["--root", str(tmp_path / "store"), "recall", "-q", "tenant database", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["results"] == [] and encoded == []
+
+
+def test_a_cli_recall_whose_model_fails_to_load_answers_lexical_only(model_cache, tmp_path, monkeypatch, caplog):
+    """The model loads on a thread and fails there: the recall still answers (lexical-only),
+    exit 0, with one warning, never the loader's exception."""
+    from typer.testing import CliRunner
+
+    from memofs.store.project import Store, wall_clock
+    from memofs.surfaces.cli import app
+
+    store = tmp_path / "store"
+    store.mkdir()
+    s = Store.init(store, clock=wall_clock)
+    for text in ("Use D1 for tenant metadata", "PgBouncer caps PostgreSQL connections"):
+        s.remember(text)
+    monkeypatch.setenv(CACHE_ENV, str(model_cache))
+    monkeypatch.delenv("MEMOFS_EMBEDDER", raising=False)
+    args = ["--root", str(store), "recall", "-q", "tenant database", "--json"]
+    assert CliRunner().invoke(app, args).exit_code == 0  # a working model stores the vectors
+
+    def broken(path):
+        raise EmbedderError(f"the MiniLM model file {path} cannot be loaded (test)")
+
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    monkeypatch.setattr(onnx_minilm, "_session", broken)
+    caplog.set_level(logging.WARNING, logger="memofs.embedders")
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["results"][0]["text"] == "Use D1 for tenant metadata"
+    warned = [r.getMessage() for r in caplog.records if "cannot be loaded (test)" in r.getMessage()]
+    assert len(warned) == 1 and "lexical-only" in warned[0]
