@@ -63,7 +63,15 @@ def extraction_code_hash() -> str:
 
 def signal_config(cfg: RecallConfig) -> RecallConfig:
     """The default config carrying only ``cfg``'s signal fields: the Recaller's own config
-    (its reranker takes ``fuzzy_partial`` from it)."""
+    (its reranker takes ``fuzzy_partial`` from it).
+
+    The cached frames hold the deterministic reranker's overlap for every document; a model
+    reranker scores only a fused pool's top ``rerank_top_n`` per query, which no frame holds,
+    so such a config is refused here rather than silently scored with the overlap."""
+    if cfg.reranker != "deterministic":
+        raise ValueError(f"reranker={cfg.reranker!r} is scored by online recall only (the systems study, "
+                         "python -m memofs_eval.studies.systems); the cached-signal harness holds the "
+                         "deterministic reranker's overlap alone")
     return RecallConfig().replace(**{f: getattr(cfg, f) for f in SIGNAL_FIELDS})
 
 

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from memofs.graph.entity_graph import ENTITY_MATCH_MODES, EntityMatch
 from memofs.ranking.profiles import PROFILE_NAMES, profile_settings
+from memofs.signals.rerank import RERANKERS
 from memofs.text.lexicon import TASK_TYPES
 
 DEFAULT_KIND_EXPIRY_DAYS: Mapping[str, float] = MappingProxyType(
@@ -158,6 +159,14 @@ class RecallConfig:
     # upstream's lexical candidates carry no timestamp and no confidence: recency 0.5 and
     # confidence default_confidence for every candidate (facts section 4 steps 6-7)
     neutral_recency_confidence: bool = False
+    # the reranker behind the fold (issue 46): "deterministic" (the spec's token overlap, every
+    # candidate) or "cross-encoder" (memofs.signals.cross_encoder, ONNX Runtime, no torch),
+    # which scores only the top rerank_top_n candidates of the fused pool (the others keep
+    # their base: the fold is the identity for a candidate it did not score); reranker_model
+    # is the cross-encoder's directory (None: $MEMOFS_RERANKER_MODEL; no PyPI package ships one)
+    reranker: str = "deterministic"
+    reranker_model: str | None = None
+    rerank_top_n: int = 20
     # a named profile (memofs.ranking.profiles): "reference" (the spec, default), "robust"
     # (the learned-fusion study's best leave-one-dataset-out configuration) or "upstream"
     # (upstream's own ranking, for parity); from_dict applies
@@ -215,6 +224,12 @@ class RecallConfig:
             raise ValueError(f"RecallConfig.learned_ood_threshold must be in [0, 1], got {self.learned_ood_threshold!r}")
         if self.profile not in PROFILE_NAMES:
             raise ValueError(f"RecallConfig.profile must be one of {', '.join(PROFILE_NAMES)}; got {self.profile!r}")
+        if self.reranker not in RERANKERS:
+            raise ValueError(f"RecallConfig.reranker must be one of {', '.join(RERANKERS)}; got {self.reranker!r}")
+        if self.reranker_model is not None and not (isinstance(self.reranker_model, str) and self.reranker_model):
+            raise ValueError(f"RecallConfig.reranker_model must be a non-empty path string or None, got {self.reranker_model!r}")
+        if not (isinstance(self.rerank_top_n, int) and not isinstance(self.rerank_top_n, bool) and self.rerank_top_n >= 1):
+            raise ValueError(f"RecallConfig.rerank_top_n must be an int >= 1, got {self.rerank_top_n!r}")
 
     def replace(self, **changes: Any) -> RecallConfig:
         """A copy with ``changes`` applied (validated); unknown names are an error."""
@@ -253,13 +268,16 @@ class RecallConfig:
         # and the fallback / profile fields at their defaults
         for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference"),
                               ("upstream_index_text", False), ("graph_doc_aliases", True), ("upstream_stop_words", False),
-                              ("neutral_recency_confidence", False)):
+                              ("neutral_recency_confidence", False), ("reranker", "deterministic"),
+                              ("reranker_model", None), ("rerank_top_n", 20)):
             if d[name] == default:
                 del d[name]
         if d.get("learned_model") is not None:
             # the model by what it is, not where this checkout keeps it: the same config has
             # the same hash in every clone (the path itself is machine-specific)
             d["learned_model"] = model_identity(d["learned_model"])
+        if d.get("reranker_model") is not None:  # a directory: by its name, the same in every clone
+            d["reranker_model"] = Path(d["reranker_model"]).name
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def signal_key(self) -> tuple:

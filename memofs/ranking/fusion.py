@@ -19,7 +19,9 @@ Steps, with :class:`~memofs.ranking.config.RecallConfig` names:
    a phrase-scan block's lexical (block score / 10) is clamped, not saturated (upstream's
    merge; :func:`~memofs.ranking.pools.lexical_saturated`)
 5. ``base = (1 - blend) * base + blend * clamp01(rerank)``, ``blend = rerank_blend`` when
-   the reranker is on and scored the candidates, else 0 (a failed reranker is skipped).
+   the reranker is on and scored the candidates, else 0 (a failed reranker is skipped). A
+   candidate the reranker did not score (a model reranker sees only the fused pool's top
+   ``rerank_top_n``; its rerank is NaN) keeps its base: the fold is the identity for it.
 6. ``final = w_relevance * base + w_recency * 0.5 ** (age_days / half_life_days)
    + w_confidence * clamp01(confidence)``; a missing age gives recency 0.5 and a missing
    confidence gives ``default_confidence``; a switched-off term has weight 0;
@@ -65,6 +67,9 @@ def fuse(frame: SignalFrame, cfg: RecallConfig, k: int | None = None, candidates
     rr = frame.rerank[rows]
     if w.rerank_blend > 0:
         base = (1.0 - w.rerank_blend) * base0 + w.rerank_blend * t.rerank
+        unscored = np.isnan(rr)
+        if unscored.any():
+            base = np.where(unscored, base0, base)
     else:
         base = base0
     rec, conf, stale, unverified_rows, superseded_rows = t.recency, t.confidence, t.stale, t.unverified, t.superseded

@@ -33,12 +33,12 @@ from memofs.ranking.config import RecallConfig
 from memofs.signals.embedders.base import Embedder
 from memofs.signals.embedders.select import SafeEmbedder
 from memofs.ranking.fusion import fuse
-from memofs.ranking.pools import Fused, pools
+from memofs.ranking.pools import Fused, Pools, pools
 from memofs.graph.entity_graph import SUPERSEDES, EntityGraph
 from memofs.files.memory_table import MemoryMap, MemoryTable
 from memofs.files.records import Memory
 from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
-from memofs.signals.rerank import DeterministicFallbackReranker, Reranker
+from memofs.signals.rerank import DeterministicFallbackReranker, Reranker, reranker_for
 from memofs.text.index_text import upstream_index_text
 from memofs.text.rewrite import rewrite_query
 from memofs.text.stopwords import UPSTREAM_STOP_WORDS
@@ -84,7 +84,8 @@ class Recaller:
 
     ``embedder``: an :class:`~memofs.signals.embedders.base.Embedder`, or None for lexical-only.
     It is wrapped so a failure never reaches the caller (spec zero-key tier 2).
-    ``reranker``: defaults to :class:`DeterministicFallbackReranker`.
+    ``reranker``: defaults to the one ``config.reranker`` names (:func:`~memofs.signals.rerank.reranker_for`:
+    :class:`DeterministicFallbackReranker` in the reference).
     ``clock``: returns "now" when :meth:`recall` gets none.
     """
 
@@ -100,7 +101,8 @@ class Recaller:
     ) -> None:
         self.config = config or RecallConfig()
         self.embedder = SafeEmbedder(embedder)
-        self.reranker: Reranker = reranker or DeterministicFallbackReranker(self.config.fuzzy_partial)
+        self.reranker: Reranker = reranker or reranker_for(self.config.reranker, self.config.reranker_model,
+                                                           partial=self.config.fuzzy_partial)
         self.graph = graph or EntityGraph()
         self.anchors = AnchorChecker(anchor_root)
         self.clock = clock
@@ -477,6 +479,16 @@ class Recaller:
         frame.rerank[rows] = scores
         frame.rerank_ok = True
 
+    def _rerank_rows_of(self, frame: SignalFrame, cfg: RecallConfig, pool: Pools) -> NDArray[np.int64]:
+        """The pool rows the reranker scores: all of them for a corpus reranker (the spec's
+        fold over every candidate); for a model reranker, the top ``cfg.rerank_top_n`` of the
+        fused pool (its order before the fold, ties by id), ascending."""
+        rows = pool.rows
+        if getattr(self.reranker, "scores_corpus", True) or rows.size <= cfg.rerank_top_n or not cfg.use_reranker:
+            return rows
+        first = fuse(frame, cfg, rows.size, candidates=pool)
+        return np.sort(first.rows[:cfg.rerank_top_n])
+
     def recall(
         self,
         query: str,
@@ -501,7 +513,7 @@ class Recaller:
             pool = pools(frame, cfg, k)
         blend_ready = frame.rerank_ok
         with stage("rerank overlap"):
-            self._rerank_pool(frame, cfg, pool.rows)
+            self._rerank_pool(frame, cfg, self._rerank_rows_of(frame, cfg, pool))
         self._drift(frame, cols, pool.rows, stage)
         with stage("fusion"):
             # a model reranker turns the blend on only now: the weights are then recomputed

@@ -16,6 +16,11 @@ from memofs.signals.fuzzy import OverlapIndex, QueryOverlap
 from memofs.text.tokenize import tokenize_simple
 
 
+RERANKERS: tuple[str, ...] = ("deterministic", "cross-encoder")
+"""``RecallConfig.reranker``: the spec's token-overlap fallback, or a local cross-encoder
+(:class:`~memofs.signals.cross_encoder.OnnxCrossEncoder`, an option beyond the spec)."""
+
+
 class Reranker(Protocol):
     name: str
     #: True when scoring every document of a corpus is cheap (the harness then caches it);
@@ -74,3 +79,17 @@ class CrossEncoderReranker:
         if logits.ndim > 1:  # multi-class heads: take the last ("relevant") logit
             logits = logits[:, -1]
         return 1.0 / (1.0 + np.exp(-logits))
+
+
+def reranker_for(kind: str, model: str | None = None, *, partial: float = 0.25, max_length: int | None = None) -> Reranker:
+    """The reranker ``RecallConfig.reranker`` names: ``deterministic`` (the spec's default) or
+    ``cross-encoder`` (``model``: its directory; None reads ``$MEMOFS_RERANKER_MODEL``).
+    Nothing loads here: a cross-encoder that cannot load fails at its first score, and
+    recall then skips the fold with a warning."""
+    if kind == "deterministic":
+        return DeterministicFallbackReranker(partial)
+    if kind == "cross-encoder":
+        from memofs.signals.cross_encoder import OnnxCrossEncoder
+
+        return OnnxCrossEncoder(model, max_length=max_length)
+    raise ValueError(f"reranker must be one of {', '.join(RERANKERS)}; got {kind!r}")

@@ -82,17 +82,31 @@ def _source_key(source: Path) -> str:
     return hashlib.sha256(f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
 
 
+HEADS = ("hidden", "logits")
+"""What an exported graph outputs: ``hidden``, the encoder's last hidden states (an embedder
+pools them); ``logits``, a sequence-classification head's logits (a cross-encoder,
+:mod:`memofs.signals.cross_encoder`)."""
+
+
 @dataclass(frozen=True)
 class ModelFile:
-    """An exported model file and its record (``<file>.json``: sha256, size, source)."""
+    """An exported model file and its record (``<file>.json``: sha256, size, source).
+    ``head``: what the graph outputs (:data:`HEADS`)."""
 
     path: Path
     source: Path
+    head: str = "hidden"
 
     @classmethod
-    def for_source(cls, source: Path, env: Mapping[str, str] = os.environ) -> ModelFile:
-        name = f"all-MiniLM-L6-v2-onnx{EXPORT_FORMAT}-{_source_key(source)}.onnx"
-        return cls(cache_dir(env) / name, source)
+    def for_source(cls, source: Path, env: Mapping[str, str] = os.environ, *, stem: str = "all-MiniLM-L6-v2",
+                   head: str = "hidden") -> ModelFile:
+        name = f"{stem}-onnx{EXPORT_FORMAT}-{_source_key(source)}.onnx"
+        return cls(cache_dir(env) / name, source, head)
+
+    @property
+    def label(self) -> str:
+        """What the file holds, as one-line errors name it."""
+        return "MiniLM" if self.head == "hidden" else "cross-encoder"
 
     @property
     def record(self) -> Path:
@@ -152,10 +166,10 @@ class ModelFile:
         """Raise a one-line EmbedderError unless the file matches its record."""
         state = self.state(full=True)
         if state == "missing":
-            raise EmbedderError(f"no exported MiniLM model at {self.path}; build it with `memofs embedder build`")
+            raise EmbedderError(f"no exported {self.label} model at {self.path}; build it with `memofs embedder build`")
         if state == "corrupt":
             bad = next((p for k, p in self.files().items() if not self._matches(k, p)), self.path)
-            raise EmbedderError(f"the MiniLM model file {bad} does not match its digest in {self.record.name}; {REBUILD}")
+            raise EmbedderError(f"the {self.label} model file {bad} does not match its digest in {self.record.name}; {REBUILD}")
 
     def _matches(self, key: str, path: Path) -> bool:
         rec = self._read_record() or {}
@@ -178,17 +192,21 @@ class ModelFile:
             if state == "corrupt" and not force:
                 self.verify()  # raises the one-line message
             self.record.unlink(missing_ok=True)  # a forced export: no stale record while files are replaced
-            export_onnx(self.source, self.path)
+            export_onnx(self.source, self.path, self.head)
         return self.path
 
 
-def export_onnx(source: Path, target: Path) -> None:
-    """Export the transformer of ``source`` (a sentence-transformers model directory) to
-    ``target``: inputs ids/mask/type ids, output the last hidden states (pooling is ours).
-    Written to a temporary file and renamed, then the record; needs torch, transformers and onnx."""
+def export_onnx(source: Path, target: Path, head: str = "hidden") -> None:
+    """Export the transformer of ``source`` (a sentence-transformers or Hugging Face model
+    directory) to ``target``: inputs ids/mask/type ids; output the last hidden states
+    (``head="hidden"``: pooling is ours) or a sequence-classification head's ``logits``
+    (``head="logits"``: a cross-encoder). Written to a temporary file and renamed, then the
+    record; needs torch, transformers and onnx."""
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {', '.join(HEADS)}; got {head!r}")
     try:
         import torch
-        from transformers import AutoModel
+        from transformers import AutoModel, AutoModelForSequenceClassification
     except ImportError as exc:
         raise EmbedderError(
             f"no exported MiniLM model at {target} and torch is not installed to export it "
@@ -202,15 +220,19 @@ def export_onnx(source: Path, target: Path) -> None:
             self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state if head == "hidden" else out.logits
 
     from memofs.signals.embedders.local import quiet_loading
 
+    output = "last_hidden_state" if head == "hidden" else "logits"
+    auto = AutoModel if head == "hidden" else AutoModelForSequenceClassification
     with quiet_loading():
-        model = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+        model = auto.from_pretrained(str(source), local_files_only=True).eval()
     example = tuple(torch.ones((2, 8), dtype=torch.long) for _ in _INPUTS)
-    axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
+    axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, output)}
+    if head == "logits":
+        axes[output] = {0: "batch"}
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp"))
     umask = os.umask(0)
@@ -224,12 +246,12 @@ def export_onnx(source: Path, target: Path) -> None:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's advice about advanced indexing
             torch.onnx.export(Hidden(model), example, str(tmp / "whole.onnx"), input_names=list(_INPUTS),
-                              output_names=["last_hidden_state"], dynamic_axes=axes,
+                              output_names=[output], dynamic_axes=axes,
                               opset_version=OPSET, dynamo=False)
         # the weights go to <file>.data (named relative to the graph), which ONNX Runtime maps
         onnx.save_model(onnx.load(str(tmp / "whole.onnx")), str(tmp / target.name), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=mf.data.name, size_threshold=1024)
-        record: dict[str, Any] = {"source": str(source), "opset": OPSET, "torch": torch.__version__}
+        record: dict[str, Any] = {"source": str(source), "opset": OPSET, "torch": torch.__version__, "head": head}
         for key, final in mf.files().items():  # the data first: the graph names it
             os.chmod(tmp / final.name, 0o666 & ~umask)  # tempfile's directory is private; the files are ordinary
             os.replace(tmp / final.name, final)
@@ -244,8 +266,8 @@ def export_onnx(source: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _session(path: Path) -> Any:
-    """One ONNX Runtime session per model file per process."""
+def _session(path: Path, label: str = "MiniLM") -> Any:
+    """One ONNX Runtime session per model file per process (``label`` names it in errors)."""
     key = str(path)
     with _LOCK:
         if key not in _SESSIONS:
@@ -261,7 +283,7 @@ def _session(path: Path) -> Any:
             try:
                 _SESSIONS[key] = ort.InferenceSession(key, opts, providers=["CPUExecutionProvider"])
             except Exception as exc:  # truncated or foreign file
-                raise EmbedderError(f"the MiniLM model file {path} cannot be loaded ({type(exc).__name__}); {REBUILD}") from exc
+                raise EmbedderError(f"the {label} model file {path} cannot be loaded ({type(exc).__name__}); {REBUILD}") from exc
         return _SESSIONS[key]
 
 
