@@ -13,7 +13,7 @@ export NUMBA_CACHE_DIR := $(CURDIR)/.cache/numba
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install inspector basic-memory test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector bench-processes baseline clean
+.PHONY: install inspector basic-memory test test-fast reports eval eval-locomo eval-longmemeval notebooks bench bench-lexical bench-vector bench-processes bench-rerank baseline clean
 
 install: $(STAMP)
 
@@ -84,6 +84,10 @@ bench-vector: install
 # CLI and MCP processes, MiniLM (ONNX) beside lexical-only on the same store (issue 38)
 bench-processes: install
 	$(PY) -m memofs_eval.bench.processes
+
+# the cross-encoder reranker's cost per candidate beside sentence-transformers' (reports/bench-rerank.md)
+bench-rerank: install
+	$(PY) -m memofs_eval.bench.rerank
 
 bench: install
 	$(PY) -m memofs_eval.bench.all

@@ -88,6 +88,7 @@ REPORTS: tuple[Committed, ...] = (
     Committed("reports/bench-lexical.md", ("make", "bench-lexical"), timing=True),
     Committed("reports/bench-vector.md", ("make", "bench-vector"), timing=True),
     Committed("reports/bench-processes.md", ("make", "bench-processes"), timing=True),
+    Committed("reports/bench-rerank.md", ("make", "bench-rerank"), timing=True),
 )
 README_WRITERS: tuple[tuple[str, ...], ...] = (
     (PY, "-m", "memofs_eval.reporting.readme_tables"), (PY, "-m", "memofs_eval.reporting.readme_blocks"), (PY, "-m", "memofs_eval.reporting.readme_tour"))

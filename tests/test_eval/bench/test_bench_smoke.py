@@ -264,3 +264,20 @@ def test_install_sizes_sum_the_record_files():
     onnx_env, torch_env = install_sizes()
     assert onnx_env[1] < torch_env[1]
     assert "torch" in torch_env[2][0] and not any(p.startswith("torch ") for p in onnx_env[2])
+
+
+@pytest.mark.slow
+def test_rerank_bench_quick(tmp_path):
+    """The reranker benchmark runs end to end at smoke sizes on a given model directory: every
+    engine has its row, the torch peer's ratio is 1.00x by definition, and the cross-encoder's
+    recall row names the top N it scored."""
+    from memofs_eval.bench.rerank import main, seeded_cross_encoder
+
+    model = seeded_cross_encoder(tmp_path / "ce")
+    out = tmp_path / "bench-rerank.md"
+    text = main(["--quick", "--model", str(model), "--out", str(out)])
+    assert out.read_text(encoding="utf-8") == text
+    for row in ("cross-encoder, ONNX Runtime (memofs)", "deterministic token overlap (spec)",
+                "cross-encoder, top 4", "deterministic (reference)"):
+        assert row in text
+    assert "| 4 | cross-encoder, sentence-transformers (torch peer) |" in text and "| 1.00x |" in text

@@ -25,6 +25,7 @@ from memofs.ranking.fusion import fuse
 from memofs.ranking.recall import Recaller
 from memofs.signals.cross_encoder import MODEL_ENV, OnnxCrossEncoder, RerankerError, sigmoid
 from memofs.signals.rerank import DeterministicFallbackReranker, reranker_for
+from memofs_eval.bench.rerank import TOKENIZER_FILES
 
 from memofs.files.records import Memory
 
@@ -46,28 +47,14 @@ PAIRS = [
     ("sqlite", "SQLite benchmarks: with WAL mode, reads were 2x faster"),
 ]
 MAX_LENGTH = 64
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @pytest.fixture(scope="module")
 def ce_dir(tmp_path_factory) -> Path:
     """A cross-encoder directory (safetensors + tokenizer, Hugging Face layout)."""
-    import torch
-    from transformers import BertForSequenceClassification
+    from memofs_eval.bench.rerank import seeded_cross_encoder
 
-    from memofs.signals.embedders.local import default_model_path, quiet_loading
-
-    src = default_model_path()
-    out = tmp_path_factory.mktemp("ce") / "minilm-seeded-ce"
-    torch.manual_seed(46)
-    with quiet_loading():
-        model = BertForSequenceClassification.from_pretrained(str(src), num_labels=1, local_files_only=True)
-    with torch.no_grad():  # a head with spread: logits of a few units, not all near 0
-        model.classifier.weight.mul_(20.0)
-    model.save_pretrained(str(out), safe_serialization=True)
-    for name in TOKENIZER_FILES:
-        shutil.copy2(src / name, out / name)
-    return out
+    return seeded_cross_encoder(tmp_path_factory.mktemp("ce") / "minilm-seeded-ce")
 
 
 @pytest.fixture(scope="module")
