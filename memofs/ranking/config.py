@@ -39,10 +39,11 @@ SIGNAL_FIELDS: tuple[str, ...] = (
     "upstream_index_text",
     "graph_doc_aliases",
     "upstream_stop_words",
+    "stem",
 )
 """Fields that change extracted signals; everything else is recombination."""
 _PARITY_SIGNAL_DEFAULTS: Mapping[str, bool] = MappingProxyType(
-    {"upstream_index_text": False, "graph_doc_aliases": True, "upstream_stop_words": False})
+    {"upstream_index_text": False, "graph_doc_aliases": True, "upstream_stop_words": False, "stem": False})
 
 
 LEARNED_FALLBACKS: tuple[str, ...] = ("rrf", "none")
@@ -156,6 +157,9 @@ class RecallConfig:
     # BM25 and fuzzy drop upstream's 68 stop words only, not our 94 (facts section 1a,
     # memofs.text.stopwords): the 26 added words count in document lengths and queries
     upstream_stop_words: bool = False
+    # BM25 and fuzzy read Snowball English stems (memofs.text.stem; issue 46): off in the
+    # reference; LanceDB's full-text index stems by default
+    stem: bool = False
     # upstream's lexical candidates carry no timestamp and no confidence: recency 0.5 and
     # confidence default_confidence for every candidate (facts section 4 steps 6-7)
     neutral_recency_confidence: bool = False
@@ -269,7 +273,7 @@ class RecallConfig:
         for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("profile", "reference"),
                               ("upstream_index_text", False), ("graph_doc_aliases", True), ("upstream_stop_words", False),
                               ("neutral_recency_confidence", False), ("reranker", "deterministic"),
-                              ("reranker_model", None), ("rerank_top_n", 20)):
+                              ("reranker_model", None), ("rerank_top_n", 20), ("stem", False)):
             if d[name] == default:
                 del d[name]
         if d.get("learned_model") is not None:

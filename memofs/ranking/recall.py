@@ -41,6 +41,7 @@ from memofs.signals.phrase_scan import PhraseHit, PhraseScanner
 from memofs.signals.rerank import DeterministicFallbackReranker, Reranker, reranker_for
 from memofs.text.index_text import upstream_index_text
 from memofs.text.rewrite import rewrite_query
+from memofs.text.stem import tokenize_stemmed
 from memofs.text.stopwords import UPSTREAM_STOP_WORDS
 from memofs.text.tokenize import tokenize
 from memofs.signals.frame import KIND_CODES, OTHER_KIND, ContextColumns, SignalFrame, context_columns
@@ -148,15 +149,17 @@ class Recaller:
         return self._graph_docs if aliases else dict(self.graph.bm25_documents(aliases=False))
 
     def _lexical_index(self, cfg: RecallConfig) -> BM25Index:
-        key = (cfg.k1, cfg.b, cfg.fuzzy_partial, cfg.upstream_index_text, cfg.graph_doc_aliases, cfg.upstream_stop_words)
+        key = (cfg.k1, cfg.b, cfg.fuzzy_partial, cfg.upstream_index_text, cfg.graph_doc_aliases, cfg.upstream_stop_words,
+               cfg.stem)
         idx = self._lexical.get(key)
         if idx is None:
-            tokenizer = partial(tokenize, stop_words=UPSTREAM_STOP_WORDS) if cfg.upstream_stop_words else tokenize
+            split = tokenize_stemmed if cfg.stem else tokenize
+            tokenizer = partial(split, stop_words=UPSTREAM_STOP_WORDS) if cfg.upstream_stop_words else split
             idx = BM25Index(k1=cfg.k1, b=cfg.b, fuzzy_boost=cfg.fuzzy_boost, fuzzy_partial=cfg.fuzzy_partial,
                             tokenizer=tokenizer)
-            if cfg.upstream_index_text or cfg.upstream_stop_words:
+            if cfg.upstream_index_text or cfg.upstream_stop_words or cfg.stem:
                 # other texts or tokens than the shared term counts: tokenized here
-                idx.add_many((d, self._lexical_text(d, True)) for d in list(self._memories))
+                idx.add_many((d, self._lexical_text(d, cfg.upstream_index_text)) for d in list(self._memories))
                 idx.add_many(self._graph_docs_for(cfg.graph_doc_aliases).items())
                 self._lexical[key] = idx
                 return idx

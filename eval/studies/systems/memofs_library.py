@@ -22,14 +22,20 @@ from memofs_eval.studies.systems.embedding import warmed_embedder
 
 
 class MemofsLibrary(System):
-    OPTIONS = {"profile": (str,), "embedder": (str,)}
+    OPTIONS = {"profile": (str,), "embedder": (str,), "config": (dict,)}
     extra_id_prefixes = ("graph:",)
 
-    def __init__(self, name: str, *, base: Path = Path("."), profile: str = "reference", embedder: str = "minilm") -> None:
+    def __init__(self, name: str, *, base: Path = Path("."), profile: str = "reference", embedder: str = "minilm",
+                 config: dict | None = None) -> None:
+        """``config``: RecallConfig fields over the profile's settings (an ablation of a profile,
+        e.g. ``{ stem = true }``)."""
         if profile not in PROFILE_NAMES:
             raise AdapterConfigError(name, "options.profile", f"expected one of {', '.join(PROFILE_NAMES)}, got {profile!r}")
         self.name, self.profile, self.embedder_name = name, profile, embedder
-        self.config = RecallConfig.from_dict({"profile": profile})
+        try:
+            self.config = RecallConfig.from_dict({**(config or {}), "profile": profile})
+        except (ValueError, TypeError) as exc:
+            raise AdapterConfigError(name, "options.config", str(exc)) from None
         self._dataset: Dataset | None = None
         self._emb: CachedEmbedder | None = None
         self._recallers: dict[str, Recaller] = {}

@@ -247,6 +247,7 @@ def test_config_fields_validated():
     d = RecallConfig().to_dict()
     del d["fusion"], d["learned_model"], d["entity_match"], d["learned_fallback"], d["learned_ood_threshold"], d["profile"]
     del d["upstream_index_text"], d["graph_doc_aliases"], d["upstream_stop_words"], d["neutral_recency_confidence"]
+    del d["reranker"], d["reranker_model"], d["rerank_top_n"], d["stem"]
     assert RecallConfig().config_hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

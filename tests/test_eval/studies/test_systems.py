@@ -156,7 +156,7 @@ def test_run_file_defects_are_reported_per_query(tiny, tmp_path):
 
 @pytest.mark.parametrize("body, message", [
     ('[[systems]]\nname = "a"\nadapter = "memofs"\noptions = { profil = "robust" }\n',
-     "systems.toml:5: systems[0].options.profil: unknown option (allowed: profile, embedder)"),
+     "systems.toml:5: systems[0].options.profil: unknown option (allowed: profile, embedder, config)"),
     ('[[systems]]\nname = "a"\nadapter = "memofs"\n\n[[systems]]\nname = "b"\nadapter = "run-file"\noptions = { path = 3 }\n',
      "systems.toml:9: systems[1].options.path: expected str, got int 3"),
     ('[[systems]]\nname = "a"\nadapter = "run-file"\n', "systems.toml: systems[0].options.path: required option is missing"),
@@ -290,3 +290,15 @@ def test_the_committed_systems_specs_load():
         s = specs[stem]
         assert s.report == folder and [x.name for x in s.systems] == [n for n in names if n != "harness-default-runfile"]
         assert {x.name for x in s.systems if x.scopes} >= {"mem0"}
+
+
+def test_memofs_library_config_option_overrides_the_profile_and_names_a_bad_field():
+    from memofs.ranking.config import RecallConfig
+    from memofs_eval.studies.systems.base import AdapterConfigError
+    from memofs_eval.studies.systems.memofs_library import MemofsLibrary
+
+    sys_ = MemofsLibrary("robust-stem", profile="robust", config={"stem": True})
+    assert sys_.config == RecallConfig.from_dict({"profile": "robust"}).replace(stem=True)
+    with pytest.raises(AdapterConfigError) as err:
+        MemofsLibrary("bad", config={"stemm": True})
+    assert "options.config" in str(err.value) and "stemm" in str(err.value) and "\n" not in str(err.value)

@@ -27,7 +27,7 @@ def test_a_learned_model_is_hashed_by_name_and_content_not_by_where_the_checkout
     for name, default in (("learned_fallback", "rrf"), ("learned_ood_threshold", 0.25), ("entity_match", "terms"),
                           ("upstream_index_text", False), ("graph_doc_aliases", True), ("upstream_stop_words", False),
                           ("neutral_recency_confidence", False), ("reranker", "deterministic"),
-                          ("reranker_model", None), ("rerank_top_n", 20)):
+                          ("reranker_model", None), ("rerank_top_n", 20), ("stem", False)):
         if d[name] == default:
             del d[name]
     assert robust.config_hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]

@@ -346,3 +346,30 @@ def test_rerank_column_aligned_for_every_lexical_index():
     for f in frames:
         want = DeterministicFallbackReranker().score(q, [texts[i] for i in f.ids])
         assert f.rerank.tolist() == want.tolist()
+
+
+def test_stemming_reads_snowball_stems_on_both_sides():
+    """RecallConfig.stem (issue 46): BM25 over Porter2 stems, checked against a BM25 index fed
+    the hand-stemmed texts (stems from the Snowball English definition, written out here)."""
+    from memofs.signals.bm25 import BM25Index
+
+    docs = {"a": "Connections pooled by pgBouncer", "b": "connection limit reached", "c": "authentication tokens expire"}
+    hand = {"a": ["connect", "pool", "pgbouncer"], "b": ["connect", "limit", "reach"], "c": ["authent", "token", "expir"]}
+    q, q_hand = "connecting limits", ["connect", "limit"]
+    r = Recaller(RecallConfig(stem=True, use_rewrite=False, use_lexicon=False, use_entity_boost=False))
+    r.add([mem(i, t) for i, t in docs.items()])
+    frame = r.signals(q, now=NOW)
+    ref = BM25Index(tokenizer=lambda text: text.split())
+    ref.add_many((i, " ".join(hand[i])) for i in sorted(hand))
+    s = ref.score(" ".join(q_hand))
+    want = dict(zip(s.ids, s.bm25))
+    np.testing.assert_allclose(frame.bm25, [want[i] for i in frame.ids], atol=1e-12)
+    # unstemmed, "connecting" matches nothing and "limits" only fuzzily
+    plain = Recaller(RecallConfig(use_rewrite=False, use_lexicon=False, use_entity_boost=False))
+    plain.add([mem(i, t) for i, t in docs.items()])
+    assert plain.signals(q, now=NOW).bm25.max() == 0.0 < frame.bm25.max()
+    # a memory added later is stemmed too (the incremental path)
+    r.add([mem("d", "limits connected")])
+    assert r.recall(q, now=NOW)[0].id == "d"
+    assert RecallConfig(stem=True).config_hash() != RecallConfig().config_hash()
+    assert RecallConfig().signal_key() == RecallConfig(w_vec=0.1).signal_key() != RecallConfig(stem=True).signal_key()
