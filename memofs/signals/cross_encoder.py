@@ -88,7 +88,8 @@ class OnnxCrossEncoder:
         self._lock = threading.Lock()
 
     def _fail(self, why: str) -> RerankerError:
-        return RerankerError(f"cross-encoder reranker {self.directory or '(no model)'}: {why}")
+        where = f" {self.directory}" if self.directory is not None else ""
+        return RerankerError(f"cross-encoder reranker{where}: {why}")
 
     def load(self) -> Any:
         """Tokenizer and session, once; raises a one-line :class:`RerankerError`."""
@@ -97,10 +98,10 @@ class OnnxCrossEncoder:
                 self._load_now()
             return self._session
 
-    def _load_now(self) -> None:
-        from memofs.signals.embedders.base import EmbedderError
-        from memofs.signals.embedders.onnx_minilm import ModelFile, _session
-
+    def check(self) -> int:
+        """The model directory's position-embedding count, after checking its layout without
+        loading anything (a store start reports a misconfigured reranker this way, cheaply);
+        raises a one-line :class:`RerankerError`."""
         d = self.directory
         if d is None:
             raise self._fail(f"no model: set RecallConfig.reranker_model or ${MODEL_ENV} to a cross-encoder "
@@ -114,11 +115,20 @@ class OnnxCrossEncoder:
             raise self._fail(f"config.json: {exc}") from exc
         if not (d / "tokenizer.json").is_file():
             raise self._fail("no tokenizer.json")
+        if shipped_graph(d) is None and not (d / "model.safetensors").is_file():
+            raise self._fail("neither onnx/model.onnx, model.onnx nor model.safetensors")
+        return positions
+
+    def _load_now(self) -> None:
+        from memofs.signals.embedders.base import EmbedderError
+        from memofs.signals.embedders.onnx_minilm import ModelFile, _session
+
+        positions = self.check()
+        d = self.directory
+        assert d is not None  # check() refuses a missing one
         graph = shipped_graph(d)
         try:
             if graph is None:
-                if not (d / "model.safetensors").is_file():
-                    raise self._fail("neither onnx/model.onnx, model.onnx nor model.safetensors")
                 mf = ModelFile.for_source(d, self.env, stem=f"cross-encoder-{d.name}", head="logits")
                 graph = mf.ensure()
             session = _session(graph, "cross-encoder")

@@ -73,6 +73,12 @@ def _rehydrate(store: Store, *, embedder: Any, clock: Clock | None, config: Reca
     rec = Recaller(config, embedder=embedder, graph=graph,
                    anchor_root=store.root, clock=clock or store.clock)
     rec.set_phrase_sources(store.phrase_sources())
+    check = getattr(rec.reranker, "check", None)
+    if check is not None:  # a model reranker the config names but cannot run: said once, at the start
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - a one-line RerankerError; recall skips the fold
+            notes.append(f"{exc}; recall skips the reranker fold")
     out = Rehydrated(rec, report.memories, [*report.warnings, *notes])
     mems = report.memories
     terms = store.term_counts(mems, report.sha) if mems else None

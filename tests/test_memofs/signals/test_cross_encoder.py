@@ -247,3 +247,34 @@ def test_fuse_keeps_the_base_of_unscored_rows_and_folds_the_rest():
     np.testing.assert_array_equal(p["base"][unscored], p["base_before_rerank"][unscored])
     np.testing.assert_allclose(p["base"][~unscored], w["base"][~unscored], atol=0)
     assert half.weights.rerank_blend == 0.5
+
+
+def test_a_store_configured_for_a_cross_encoder_without_one_still_recalls(tmp_path):
+    """Through the CLI: `.memofs/config.json` asks for a cross-encoder and names none; recall
+    answers (the fold skipped, the ranking of a store without a reranker) and says why on stderr."""
+    from support import CLI_ENV, cli_json, cli_run
+
+    cli_run(tmp_path, "init")
+    cli_run(tmp_path, "remember", "Use D1 for tenant metadata (edge latency)", "--kind", "decision")
+    cli_run(tmp_path, "remember", "PgBouncer pool limit is 50 connections", "--kind", "note")
+    cfg_path = tmp_path / ".memofs" / "config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg.setdefault("recall", {})["use_reranker"] = False
+    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
+    want = cli_json(tmp_path, "recall", "--query", "tenant metadata database", "--explain")
+    del cfg["recall"]["use_reranker"]
+    cfg["recall"]["reranker"] = "cross-encoder"
+    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
+    import os
+
+    env = {**os.environ, **CLI_ENV, MODEL_ENV: ""}
+    res = subprocess.run([sys.executable, "-m", "memofs", "--root", str(tmp_path), "recall", "--query",
+                          "tenant metadata database", "--explain", "--json"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert [r["id"] for r in got["results"]] == [r["id"] for r in want["results"]]
+    assert [r["score"] for r in got["results"]] == [r["score"] for r in want["results"]]
+    assert got["results"][0]["explain"]["weights"]["rerank_blend"] == 0.0
+    assert [w for w in got["warnings"] if "no model" in w and "skips the reranker fold" in w] == got["warnings"]
+    assert len(got["warnings"]) == 1 and "\n" not in got["warnings"][0]
