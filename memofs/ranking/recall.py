@@ -515,9 +515,9 @@ class Recaller:
         with stage("fusion"):
             pool = pools(frame, cfg, k)
         blend_ready = frame.rerank_ok
+        self._drift(frame, cols, pool.rows, stage)  # first: a model reranker's top N is read after the penalties
         with stage("rerank overlap"):
             self._rerank_pool(frame, cfg, self._rerank_rows_of(frame, cfg, pool))
-        self._drift(frame, cols, pool.rows, stage)
         with stage("fusion"):
             # a model reranker turns the blend on only now: the weights are then recomputed
             fused = fuse(frame, cfg, k, candidates=pool if frame.rerank_ok == blend_ready else None)
