@@ -17,6 +17,7 @@ variable               meaning                                     default
 ``MEMOFS_NB_REPORT``   report folder of ``memofs-eval run``        ``reports/latest``
 ``MEMOFS_NB_FIGURES``  where figures are saved                     ``reports/figures``
 ``MEMOFS_LOCOMO``      LoCoMo release (file or folder)             LoCoMo in ``$MEMOFS_SHARED``
+``MEMOFS_NB_SYSTEMS``  systems study report (notebook 06)          ``reports/systems``
 =====================  ==========================================  ================================
 """
 
@@ -57,8 +58,8 @@ from memofs_eval.runs.signals_cache import SignalCache  # noqa: E402
 from memofs_eval.inputs.spec import DatasetRef, Spec, Variant, load_spec  # noqa: E402
 from memofs_datasets.shared import locomo_path as shared_locomo_path  # noqa: E402
 
-SPEC_ENV, DATASET_ENV, REPORT_ENV, FIGURES_ENV, LOCOMO_ENV = (
-    "MEMOFS_NB_SPEC", "MEMOFS_NB_DATASET", "MEMOFS_NB_REPORT", "MEMOFS_NB_FIGURES", "MEMOFS_LOCOMO")
+SPEC_ENV, DATASET_ENV, REPORT_ENV, FIGURES_ENV, LOCOMO_ENV, SYSTEMS_ENV = (
+    "MEMOFS_NB_SPEC", "MEMOFS_NB_DATASET", "MEMOFS_NB_REPORT", "MEMOFS_NB_FIGURES", "MEMOFS_LOCOMO", "MEMOFS_NB_SYSTEMS")
 DEFAULT_SPEC = REPO / "eval" / "specs" / "default.toml"
 DEFAULT_DATASET = "agent-memory"
 LOCOMO_SPEC = REPO / "eval" / "specs" / "locomo.toml"
@@ -87,6 +88,11 @@ def report_dir() -> Path:
 
 def figures_dir() -> Path:
     return _env_path(FIGURES_ENV, REPO / "reports" / "figures")
+
+
+def systems_dir() -> Path:
+    """The systems study's report folder (its ``locomo/`` and ``longmemeval/`` folders inside)."""
+    return _env_path(SYSTEMS_ENV, REPO / "reports" / "systems")
 
 
 def locomo_path() -> Path | None:

@@ -1,7 +1,7 @@
 """Execute the notebooks under ``notebooks/`` headless (``make notebooks``, CI).
 
     python -m memofs_eval.reporting.notebooks [--only 01 03] [--timeout 300] [--out reports/notebooks]
-                                    [--spec SPEC] [--dataset NAME] [--report DIR] [--figures DIR]
+                                    [--spec SPEC] [--dataset NAME] [--report DIR] [--figures DIR] [--systems DIR]
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel of the current interpreter
 (nbclient), with the notebook folder as working directory and a per-notebook timeout
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import memofs_eval._env  # noqa: F401  (offline, cache and Agg variables, inherited by kernels)
 from memofs_eval._env import REPO
-from memofs_eval.reporting.notebook_api import DATASET_ENV, FIGURES_ENV, REPORT_ENV, SPEC_ENV, figures_dir
+from memofs_eval.reporting.notebook_api import DATASET_ENV, FIGURES_ENV, REPORT_ENV, SPEC_ENV, SYSTEMS_ENV, figures_dir
 
 NOTEBOOKS = REPO / "notebooks"
 OUT = REPO / "reports" / "notebooks"
@@ -139,6 +139,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help=f"dataset name inside the spec ({DATASET_ENV})")
     p.add_argument("--report", help=f"report folder to read ({REPORT_ENV}; default reports/latest)")
     p.add_argument("--figures", help=f"figure folder ({FIGURES_ENV}; default reports/figures)")
+    p.add_argument("--systems", help=f"systems study report folder ({SYSTEMS_ENV}; default reports/systems)")
     return p
 
 
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         print("--timeout must be >= 1 second", file=sys.stderr)
         return 2
     # the kernels inherit this process's environment: that is how parameters reach them
-    for var, value in ((SPEC_ENV, args.spec), (DATASET_ENV, args.dataset), (REPORT_ENV, args.report), (FIGURES_ENV, args.figures)):
+    for var, value in ((SPEC_ENV, args.spec), (DATASET_ENV, args.dataset), (REPORT_ENV, args.report), (FIGURES_ENV, args.figures),
+                       (SYSTEMS_ENV, args.systems)):
         if value:
             os.environ[var] = str(Path(value).resolve()) if var != DATASET_ENV else value
     folder = Path(args.notebooks)

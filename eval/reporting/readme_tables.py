@@ -153,6 +153,12 @@ def protocols_table(repo: Path = REPO) -> str:
     return table(["method", *(c.header for c in cols)], rows, "l" + "r" * len(cols)) + "\n\n*From `reports/longmemeval/latest/results.csv` and `reports/locomo/latest/results.csv`; each column names its protocol.*"
 
 
+def sample_note(scopes: object) -> str:
+    """`` (n/N)`` for a system run on a seeded sample of scopes (``"2 of 10 scopes (seed 42)"``), else ``""``."""
+    s = str(scopes)
+    return "" if s in ("all", "nan") else f" ({s.split(' scopes')[0].replace(' of ', '/')})"
+
+
 def systems_table(repo: Path = REPO) -> str:
     """Each system under test (``python -m memofs_eval.studies.systems``) on every dataset whose systems
     report exists: the mean with its bootstrap CI, ``*`` where Student's paired t against the
@@ -184,9 +190,7 @@ def systems_table(repo: Path = REPO) -> str:
                 t = tests[(tests.dataset == c.dataset) & (tests.a == ref) & (tests.b == system)
                           & (tests.metric == c.metric) & (tests.test == "student")]
                 mark = ("*v" if t.delta.iloc[0] < 0 else "*") if len(t) and bool(t.significant.iloc[0]) else ""
-            sample = str(r.get("scopes", "all"))
-            note = f" ({sample.split(' scopes')[0].replace(' of ', '/')})" if sample not in ("all", "nan") else ""
-            cells.append(f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]{mark}{note}")
+            cells.append(f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]{mark}{sample_note(r.get('scopes', 'all'))}")
         cost = ""
         if eff is not None and system in eff.index:
             e = eff.loc[system]

@@ -28,7 +28,7 @@ REPO = REPO_ROOT
 NOTEBOOKS = REPO / "notebooks"
 QUICK = REPO / "eval" / "specs" / "quick.toml"
 EXPECTED = ("01_signal_ablation.ipynb", "02_fusion_weights.ipynb", "03_time_and_trust.ipynb",
-            "04_failure_analysis.ipynb", "05_locomo.ipynb")
+            "04_failure_analysis.ipynb", "05_locomo.ipynb", "06_systems_tradeoff.ipynb")
 
 
 # --------------------------------------------------------------------------- committed files
@@ -153,6 +153,18 @@ def test_locomo_notebook_skips_cleanly_without_the_data(tmp_path, monkeypatch):
     assert "LoCoMo not found" in code[0].outputs[0]["text"]
     assert all(c.outputs == [] for c in code[1:])
     assert not (tmp_path / "fig").exists() or not list((tmp_path / "fig").glob("*.png"))
+
+
+def test_systems_notebook_runs_without_the_systems_reports(tmp_path, monkeypatch):
+    """Without any systems report (e.g. a checkout that never ran the study) notebook 06 still
+    runs: every panel is named as skipped and no figure is written."""
+    monkeypatch.setenv(nb.SYSTEMS_ENV, str(tmp_path / "no-such-reports"))
+    out, fig = tmp_path / "executed", tmp_path / "fig"
+    assert runner.main(["--only", "06", "--out", str(out), "--figures", str(fig), "--timeout", "120"]) == 0
+    code = [c for c in nbformat.read(out / "06_systems_tradeoff.ipynb", as_version=4).cells if c.cell_type == "code"]
+    printed = "".join(o.get("text", "") for o in code[0].outputs)
+    assert printed.count("panel skipped") == 3 and "no figure" in printed
+    assert not fig.exists() or not list(fig.glob("*.png"))
 
 
 # --------------------------------------------------------------------------- notebook_api
