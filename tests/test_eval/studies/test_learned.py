@@ -352,3 +352,25 @@ def test_shipped_models_load(name):
         assert m.training.get("lightgbm") and m.training.get("rounds") and m.training.get("queries")
     else:
         assert m.training.get("data_sha256_16")
+
+
+def test_time_scan_matches_time_mention():
+    """context_columns' faster scan finds exactly what TIME_MENTION finds: every character
+    that can start a match (any case fold, e.g. U+017F for "s", U+212A for "k") passes its
+    lookahead, and the two agree on texts made of each alternative in several spellings."""
+    import re
+    import sys
+
+    from memofs.signals.frame import _TIME_SCAN, TIME_MENTION
+
+    firsts = re.compile("y|t|a|r|w|l|n|j|f|m|s|o|d|1|2", re.I)
+    look = re.compile(_TIME_SCAN.pattern[3:_TIME_SCAN.pattern.index("]") + 1], re.I)
+    assert all(bool(firsts.fullmatch(c)) == bool(look.fullmatch(c)) for c in map(chr, range(sys.maxunicode + 1)))
+    words = ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "weekend", "last  night", "last\tsummer",
+             "next week", "this morning", "1999", "2024", "2100", "1899", "january", "may", "sunday", "August",
+             "SEPTEMBER", "ſunday", "\u212aweekend", "weeKend", "yeſterday", "lastweek", "agony", "_today", "x2020",
+             "20201", "ⅿay", "ｍay", "İago", "DECEMBER.", "monday's", "élast week", "9may", "a ago"]
+    texts = words + [f"{a} and {b}" for a in words for b in words[::7]] + ["", "no date here", "last", "next"]
+    for t in texts:
+        m1, m2 = TIME_MENTION.search(t), _TIME_SCAN.search(t)
+        assert (m1 and m1.span()) == (m2 and m2.span()), t
