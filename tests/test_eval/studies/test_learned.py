@@ -374,3 +374,20 @@ def test_time_scan_matches_time_mention():
     for t in texts:
         m1, m2 = TIME_MENTION.search(t), _TIME_SCAN.search(t)
         assert (m1 and m1.span()) == (m2 and m2.span()), t
+
+
+def test_lazy_text_context_equals_eager():
+    """Recall's context computes word counts and time mentions only for the rows it reads; the
+    values, read by rows or whole, are the eager columns'."""
+    ids = [f"m{i}" for i in range(6)]
+    texts = ["fine, thanks", "how was the race?", "I ran a charity race last weekend", "hi", "", "see you in May 2024"]
+    ts = np.full(6, 86400.0)
+    eager = context_columns(ids, ["c"] * 6, ts, texts)
+    lazy = context_columns(ids, ["c"] * 6, ts, texts, lazy_text=True)
+    n_words, has_time = lazy.text_facts(np.array([5, 2, 2]))
+    assert n_words.tolist() == eager.n_words[[5, 2, 2]].tolist() and has_time.tolist() == [True, True, True]
+    assert lazy._known.tolist() == [False, False, True, False, False, True]
+    sub, esub = lazy.take(np.array([0, 1, 5]), 6), eager.take(np.array([0, 1, 5]), 6)
+    for c in ("prev_row", "next_row", "session", "n_words", "is_question", "has_time"):
+        assert getattr(lazy, c).tolist() == getattr(eager, c).tolist()
+        assert getattr(sub, c).tolist() == getattr(esub, c).tolist()
