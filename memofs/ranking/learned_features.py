@@ -316,9 +316,10 @@ def _context_features(frame: SignalFrame, rows: NDArray[np.int64], lexical: NDAr
         out[f"nb2_{name}_rel"] = np.maximum.reduce([p1, n1, at(rel, prev2), at(rel, next2)])
         out[f"session_max_{name}_rel"], out[f"session_other_{name}_rel"] = _session_stats(rel, ctx.session, rows)
     is_q = ctx.is_question.astype(np.float64)
-    has_time = ctx.has_time[rows].astype(np.float64)
+    n_words, has_time = ctx.text_facts(rows)
+    has_time = has_time.astype(np.float64)
     out.update({
-        "log_words": np.log1p(ctx.n_words[rows]),
+        "log_words": np.log1p(n_words),
         "is_question": is_q[rows],
         "after_question_lexical_rel": at(is_q, prev) * at(lex_rel, prev),
         "after_question_cosine_rel": at(is_q, prev) * at(cos_rel, prev),

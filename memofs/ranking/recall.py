@@ -623,7 +623,7 @@ class _CorpusColumns:
     def context(self) -> ContextColumns:
         """Session neighbours and text facts (:func:`memofs.signals.frame.context_columns`), built
         on first use: online recall needs them only for the learned fusion."""
-        return context_columns(self.ids, self.namespaces, self.created_ts, self.texts)
+        return context_columns(self.ids, self.namespaces, self.created_ts, self.texts, lazy_text=True)
 
     @cached_property
     def _vector_layout(self) -> tuple[int, int] | NDArray[np.int64]:

@@ -353,3 +353,42 @@ def test_shipped_models_load(name):
         assert m.training.get("lightgbm") and m.training.get("rounds") and m.training.get("queries")
     else:
         assert m.training.get("data_sha256_16")
+
+
+def test_time_scan_matches_time_mention():
+    """context_columns' faster scan finds exactly what TIME_MENTION finds: every character
+    that can start a match (any case fold, e.g. U+017F for "s", U+212A for "k") passes its
+    lookahead, and the two agree on texts made of each alternative in several spellings."""
+    import re
+    import sys
+
+    from memofs.signals.frame import _TIME_SCAN, TIME_MENTION
+
+    firsts = re.compile("y|t|a|r|w|l|n|j|f|m|s|o|d|1|2", re.I)
+    look = re.compile(_TIME_SCAN.pattern[3:_TIME_SCAN.pattern.index("]") + 1], re.I)
+    assert all(bool(firsts.fullmatch(c)) == bool(look.fullmatch(c)) for c in map(chr, range(sys.maxunicode + 1)))
+    words = ["yesterday", "today", "tonight", "tomorrow", "ago", "recently", "weekend", "last  night", "last\tsummer",
+             "next week", "this morning", "1999", "2024", "2100", "1899", "january", "may", "sunday", "August",
+             "SEPTEMBER", "ſunday", "\u212aweekend", "weeKend", "yeſterday", "lastweek", "agony", "_today", "x2020",
+             "20201", "ⅿay", "ｍay", "İago", "DECEMBER.", "monday's", "élast week", "9may", "a ago"]
+    texts = words + [f"{a} and {b}" for a in words for b in words[::7]] + ["", "no date here", "last", "next"]
+    for t in texts:
+        m1, m2 = TIME_MENTION.search(t), _TIME_SCAN.search(t)
+        assert (m1 and m1.span()) == (m2 and m2.span()), t
+
+
+def test_lazy_text_context_equals_eager():
+    """Recall's context computes word counts and time mentions only for the rows it reads; the
+    values, read by rows or whole, are the eager columns'."""
+    ids = [f"m{i}" for i in range(6)]
+    texts = ["fine, thanks", "how was the race?", "I ran a charity race last weekend", "hi", "", "see you in May 2024"]
+    ts = np.full(6, 86400.0)
+    eager = context_columns(ids, ["c"] * 6, ts, texts)
+    lazy = context_columns(ids, ["c"] * 6, ts, texts, lazy_text=True)
+    n_words, has_time = lazy.text_facts(np.array([5, 2, 2]))
+    assert n_words.tolist() == eager.n_words[[5, 2, 2]].tolist() and has_time.tolist() == [True, True, True]
+    assert lazy._known.tolist() == [False, False, True, False, False, True]
+    sub, esub = lazy.take(np.array([0, 1, 5]), 6), eager.take(np.array([0, 1, 5]), 6)
+    for c in ("prev_row", "next_row", "session", "n_words", "is_question", "has_time"):
+        assert getattr(lazy, c).tolist() == getattr(eager, c).tolist()
+        assert getattr(sub, c).tolist() == getattr(esub, c).tolist()
