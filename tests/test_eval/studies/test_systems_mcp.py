@@ -50,7 +50,8 @@ def library_ids(root: Path, text: str, k: int, ids: dict[str, str], now: datetim
 
 
 def asks(queries):
-    return [Ask(q.id, q.text, q.task_type, wall_clock()) for q in queries]
+    now = wall_clock()  # one "now" for them all: a served system starts once at it (--as-of)
+    return [Ask(q.id, q.text, q.task_type, now) for q in queries]
 
 
 def test_memofs_mcp_stdio_ranks_as_the_library(tiny):
@@ -235,9 +236,14 @@ def test_memofs_mcp_ranks_at_the_harness_now_through_as_of(tiny):
         sut.ingest(scope, corpus)
         root, ids = sut._dirs[scope], sut._ids[scope]
         later = tiny.dataset.as_of + timedelta(days=400)  # ages (recency, expiry) move: the ranking may too
-        for q in queries:
-            for now in (tiny.dataset.now_for(q), later):
+        got: dict[tuple[str, bool], tuple[str, ...]] = {}
+        for at_later in (False, True):  # every query at one "now", then at the other: the server restarts once
+            for q in queries:
+                now = later if at_later else tiny.dataset.now_for(q)
                 served = sut.recall(scope, Ask(q.id, q.text, q.task_type, now), 10)
                 assert list(served.ids) == library_ids(root, q.text, 10, ids, now, q.task_type), (q.id, now)
+                got[q.id, at_later] = served.ids
+        # the clock reached the ranking: a server at one fixed "now" would have failed above
+        assert any(got[q.id, False] != got[q.id, True] for q in queries)
     finally:
         sut.close()
