@@ -74,6 +74,7 @@ from memofs.signals.anchors import AnchorPathError, confine, hash_regular
 from memofs.signals.term_counts import TermCounts
 from memofs.signals.terms_sidecar import TermsSidecar
 from memofs.ranking.config import RecallConfig
+from memofs.ranking.profiles import PROFILE_NAMES
 from memofs.graph.entity_graph import EntityGraph
 from memofs.store.config_file import ConfigFileError, load_recall_config
 from memofs.store.derived import DerivedLines, fnv1a32
@@ -128,6 +129,14 @@ def wall_clock() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def fixed_clock(at: datetime) -> Clock:
+    """A clock that always reads ``at`` (timezone-aware): the surfaces' ``--as-of``, so an
+    evaluation ranks at its dataset's "now" rather than the wall clock (issue 46, item 5)."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("a fixed clock needs a timezone-aware datetime")
+    return lambda: at
+
+
 # ---------------------------------------------------------------------- the store
 class Store(DerivedLines):
     """One project's ``.memofs/`` store. ``clock`` gives "now" for writes that get none."""
@@ -157,9 +166,14 @@ class Store(DerivedLines):
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
     def init(cls, root: str | os.PathLike[str], *, project_id: str = "default", force: bool = False,
-             clock: Clock | None = None, now: datetime | None = None) -> Store:
+             clock: Clock | None = None, now: datetime | None = None, profile: str | None = None) -> Store:
         """Create the layout; existing data files are kept. ``force`` rewrites core.md,
-        manifest.json and config.json with their defaults (memories are never erased)."""
+        manifest.json and config.json with their defaults (memories are never erased).
+        ``profile`` (:data:`~memofs.ranking.profiles.PROFILE_NAMES`) is written to config.json
+        ``recall.profile``, into an existing config too (its other keys kept), so later
+        recalls rank with it (issue 46, item 5); an unknown name raises StoreError."""
+        if profile is not None and profile not in PROFILE_NAMES:
+            raise StoreError(f"unknown profile {profile!r} (one of {', '.join(PROFILE_NAMES)})")
         store = cls(root, clock=clock)
         if not store.root.is_dir():
             raise StoreError(f"project root {store.root} is not a directory")
@@ -178,8 +192,12 @@ class Store(DerivedLines):
                             "updatedAt": stamp, **store._manifest_paths()}
                 atomic_write_text(p.manifest, json.dumps(manifest, indent=2) + "\n")
             if force or not p.config.exists():
-                config = {"version": 1, "projectId": project_id, "recall": {}}
+                config: dict[str, Any] = {"version": 1, "projectId": project_id, "recall": {}}
+                if profile is not None:
+                    config["recall"]["profile"] = profile
                 atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
+            elif profile is not None:
+                store._set_profile(profile)
             if not store._derived_path().exists():
                 store._checkpoint_derived()
         return store
@@ -266,6 +284,18 @@ class Store(DerivedLines):
         return self.clock()
 
     # -- config --------------------------------------------------------------------
+    def _set_profile(self, profile: str) -> None:
+        """config.json ``recall.profile`` = ``profile``, every other key as it was (under the lock)."""
+        try:
+            data = safe_json.load_file(self.paths.config)
+        except safe_json.JSONFileError as exc:
+            raise StoreError(str(exc)) from None
+        recall = data.get("recall", {}) if isinstance(data, dict) else None
+        if not isinstance(recall, dict):
+            raise StoreError(f"{self.paths.config}: field 'recall' must be an object")
+        data["recall"] = {**recall, "profile": profile}
+        atomic_write_text(self.paths.config, json.dumps(data, indent=2) + "\n")
+
     def recall_config(self) -> RecallConfig:
         """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated;
         upstream's keys mapped or reported: :mod:`memofs.store.config_file`)."""

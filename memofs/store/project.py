@@ -20,7 +20,8 @@ from __future__ import annotations
 from memofs.files.memory_lines import MAX_TAGS, MAX_TEXT_CHARS, memory_to_json
 from memofs.store.derived import SUMMARY_CHARS, DerivedLines, fnv1a32
 from memofs.store.directory import (CORE_TEMPLATE, DERIVED_CHECKPOINT_WRITES, LOCK_TIMEOUT_S, MANIFEST_VERSION,
-                                    SIDECAR_REFRESH_LINES, Clock, LoadReport, Store, sha256_hex16, wall_clock)
+                                    SIDECAR_REFRESH_LINES, Clock, LoadReport, Store, fixed_clock, sha256_hex16,
+                                    wall_clock)
 from memofs.store.errors import StoreError, StoreNotFoundError
 from memofs.store.inputs import MAX_QUERY_CHARS, NAMESPACE_PATTERN, TAG_PATTERN, normalize_tags
 from memofs.store.lines import memory_from_row, read_jsonl, read_jsonl_from
@@ -31,6 +32,6 @@ __all__ = [
     "CORE_TEMPLATE", "DERIVED_CHECKPOINT_WRITES", "LOCK_TIMEOUT_S", "MANIFEST_VERSION", "MAX_QUERY_CHARS", "MAX_TAGS",
     "MAX_TEXT_CHARS", "NAMESPACE_PATTERN", "SIDECAR_REFRESH_LINES", "SUMMARY_CHARS", "TAG_PATTERN", "Clock",
     "DerivedLines", "LiveStore", "LoadReport", "Rehydrated", "Store", "StoreError", "StoreNotFoundError", "sha256_hex16",
-    "fnv1a32", "memory_from_row", "memory_to_json", "normalize_tags", "read_jsonl", "read_jsonl_from", "rehydrate",
+    "fixed_clock", "fnv1a32", "memory_from_row", "memory_to_json", "normalize_tags", "read_jsonl", "read_jsonl_from", "rehydrate",
     "wall_clock",
 ]

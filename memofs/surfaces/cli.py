@@ -18,7 +18,8 @@ Each command is one process answering once, so it runs numpy's loops, not numba'
 (:mod:`memofs.signals.kernels`: the compiled kernels' load costs more than they save on one
 query); ``memofs mcp`` serves many queries and runs the compiled ones. ``MEMOFS_KERNELS``
 (``numba``/``numpy``) overrides both.
-The wall clock is used here and only here; the library takes injected clocks.
+The wall clock is used here and only here; the library takes injected clocks. ``recall``,
+``context`` and ``mcp`` take ``--as-of ISO-8601`` instead (a fixed "now" for evaluation).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import typer
 
 from memofs.files.records import MEMORY_KINDS
 from memofs.files.secrets import shown
+from memofs.ranking.profiles import PROFILE_NAMES
 from memofs.signals import kernels
 from memofs.text.lexicon import TASK_TYPES
 
@@ -166,10 +168,30 @@ def _emit(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def _store(ctx: typer.Context):
-    from memofs.store.project import Store, wall_clock
+AS_OF_HELP = ("Rank as if now were this ISO-8601 time with a timezone (e.g. 2026-03-01T00:00:00Z), not the "
+              "wall clock: for evaluation; writes are stamped with it too.")
+"""``--as-of`` of recall, context and mcp (issue 46, item 5: the product path measured as it is used)."""
 
-    return Store.open(ctx.obj.root, clock=wall_clock)
+
+def _clock(as_of: Optional[str]) -> Any:
+    """The store's clock: the wall clock, or ``--as-of`` fixed (one line on a naive time or garbage)."""
+    from memofs.files.timestamps import parse_iso
+    from memofs.store.project import fixed_clock, wall_clock
+
+    if as_of is None:
+        return wall_clock
+    try:
+        return fixed_clock(parse_iso(as_of))
+    except ValueError:
+        raise CliError(f"--as-of must be an ISO-8601 time with a timezone (e.g. 2026-03-01T00:00:00Z); "
+                       f"got {shown(as_of)}") from None
+
+
+def _store(ctx: typer.Context, as_of: Optional[str] = None):
+    """The project's store with the clock every surface ranks and stamps by (``--as-of`` or the wall clock)."""
+    from memofs.store.project import Store
+
+    return Store.open(ctx.obj.root, clock=_clock(as_of))
 
 
 _DISABLED = frozenset({"none", "off", "0", "false", "disabled"})  # = memofs.signals.embedders.select.DISABLED
@@ -183,11 +205,11 @@ def _embedder(load: bool = True, background: bool = False) -> Any:
     return select_embedder(os.environ, prewarm=load, background=background)
 
 
-def _live(ctx: typer.Context):
+def _live(ctx: typer.Context, as_of: Optional[str] = None):
     from memofs.store.project import LiveStore
 
     # the model loads on a thread while the store is read: a recall's start is both (issue 38)
-    return LiveStore(_store(ctx), embedder=_embedder(background=True))
+    return LiveStore(_store(ctx, as_of), embedder=_embedder(background=True))
 
 
 def _embed_query_then_release(live: Any, state: Any, query: str, task: Optional[str]) -> None:
@@ -259,6 +281,7 @@ def init(
     ctx: typer.Context,
     force: bool = typer.Option(False, "--force", "-f", help="Rewrite core.md, manifest.json, config.json with defaults."),
     project_id: str = typer.Option("default", "--project-id", "-p", help="Project id recorded in the manifest."),
+    profile: Optional[str] = typer.Option(None, "--profile", help=f"Recall profile written to config.json: one of {', '.join(PROFILE_NAMES)} (default: reference)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Create the .memofs/ store in the project root (existing memories are kept)."""
@@ -267,7 +290,9 @@ def init(
     def run() -> None:
         from memofs.store.project import Store, wall_clock
 
-        store = Store.init(ctx.obj.root, project_id=project_id, force=force, clock=wall_clock)
+        if profile is not None and profile not in PROFILE_NAMES:
+            raise CliError(f"--profile must be one of {', '.join(PROFILE_NAMES)}; got {shown(profile)}")
+        store = Store.init(ctx.obj.root, project_id=project_id, force=force, clock=wall_clock, profile=profile)
         if as_json:
             _emit({"root": str(store.root), "store": str(store.paths.dir)})
         else:
@@ -334,6 +359,7 @@ def recall(
     task_type: Optional[str] = typer.Option(None, "--task-type", help=f"One of: {', '.join(TASK_TYPES)}."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     explain: bool = typer.Option(False, "--explain", help="Show every signal, weight and penalty."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO-8601", help=AS_OF_HELP),
 ) -> None:
     """Hybrid recall over the project's memories."""
     as_json = as_json or ctx.obj.json
@@ -345,7 +371,7 @@ def recall(
         if not query.strip():
             raise CliError("--query must not be empty")
         _check_query(query)
-        live = _live(ctx)
+        live = _live(ctx, as_of)
         state = live.state()
         _embed_query_then_release(live, state, query, task)
         results = state.recaller.recall(query, k, task_type=task, now=live.store.clock(), explain=True)
@@ -399,6 +425,7 @@ def context(
     include_recent: bool = typer.Option(True, "--include-recent/--no-include-recent", help="Recent Memory Events section."),
     include_graph: bool = typer.Option(True, "--include-graph/--no-include-graph", help="Entities section."),
     mark_session_start: bool = typer.Option(False, "--mark-session-start", help="Record a memory.indexed event {hook: session-start}; the query defaults to 'current task' (upstream's session-start hook)."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO-8601", help=AS_OF_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """A budgeted context briefing, or one section expanded from a cursor."""
@@ -419,7 +446,7 @@ def context(
         options = ContextOptions(detail=detail or ("full" if max_chars is not None else "compact"),
                                  include_core=include_core, include_notes=include_notes,
                                  include_recent=include_recent, include_graph=include_graph)
-        store = _store(ctx)
+        store = _store(ctx, as_of)
         q = query if query is not None or not mark_session_start else "current task"
         if mark_session_start:
             store.record_event("memory.indexed", "Session started.", {"hook": "session-start"})
@@ -725,6 +752,7 @@ def mcp(
     ctx: typer.Context,
     read_only: bool = typer.Option(False, "--read-only", help="Refuse writes: memofs.remember and memofs.consolidate with apply (also MEMOFS_MCP_READ_ONLY=1/true/yes/on; other values than these and 0/false/no/off refuse to start)."),
     http: str = typer.Option(None, "--http", metavar="HOST:PORT", help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="ISO-8601", help=AS_OF_HELP),
 ) -> None:
     """Serve the MCP tools (memofs.recall, memofs.context, memofs.remember, memofs.consolidate),
     resources and prompts over stdio, or over Streamable HTTP with --http."""
@@ -739,7 +767,7 @@ def mcp(
                 raise CliError(str(exc)) from None
         ro = env_flag("MEMOFS_MCP_READ_ONLY") or read_only
         kernels.prefer("numba")  # a long-lived server: the compiled kernels pay for their load
-        serve(_store(ctx), cache_clock=time.time, embedder=_embedder(), read_only=ro, http=http)
+        serve(_store(ctx, as_of), cache_clock=time.time, embedder=_embedder(), read_only=ro, http=http)
 
     _guard(run)
 

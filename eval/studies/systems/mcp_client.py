@@ -10,7 +10,8 @@ values are filled in, a value that is exactly one placeholder keeps its type):
 * ``ingest_tool`` + ``ingest_arguments``: one call per memory, placeholders ``{id}``, ``{text}``,
   ``{kind}``, ``{scope}``; ``ingest_id_path``: where the result names the server's own id for
   the memory (then recalled ids are mapped back), else the server is told ``{id}``;
-* ``recall_tool`` + ``recall_arguments``: placeholders ``{query}``, ``{k}``, ``{scope}``;
+* ``recall_tool`` + ``recall_arguments``: placeholders ``{query}``, ``{k}``, ``{scope}``,
+  ``{task_type}`` (the query's task type);
   ``result_path`` (``entities[*].name``: keys, ``[*]`` over a list) to the ranked ids and
   optionally ``score_path`` to their scores. A result is its ``structuredContent``, else the
   JSON of its first text block. A tool result with ``isError`` raises (a failed query).
@@ -170,7 +171,8 @@ class McpSystem(System):
             ids[str(found[0])] = m.id
 
     def recall(self, scope: str, ask: Ask, k: int) -> Recalled:
-        out = self._servers[scope].call(self.recall_tool, fill(self.recall_arguments, {"query": ask.text, "k": k, "scope": scope}))
+        out = self._servers[scope].call(self.recall_tool, fill(self.recall_arguments, {"query": ask.text, "k": k, "scope": scope,
+                                                                      "task_type": ask.task_type}))
         ids = [str(i) for i in walk(out, self.result_path)][:k]
         mapping = self._ids.get(scope, {})
         ids = [mapping.get(i, i) for i in ids] if mapping else ids

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,16 @@ def scope_of(data: EvalData):
     return (UNSCOPED if q.scope is None else q.scope), data.dataset.corpus_for(q), [x for x in data.queries if x.scope == q.scope]
 
 
-def library_ids(root: Path, text: str, k: int, ids: dict[str, str]) -> list[str]:
+def library_ids(root: Path, text: str, k: int, ids: dict[str, str], now: datetime | None = None,
+                task_type: str | None = None) -> list[str]:
+    """The library's ranking over the store at ``root`` (at ``now``, default the wall clock)."""
     state = LiveStore(Store.open(root, clock=wall_clock), embedder=None).state()
-    return [ids.get(r.id, r.id) for r in state.recaller.recall(text, k, now=wall_clock())]
+    return [ids.get(r.id, r.id) for r in state.recaller.recall(text, k, task_type=task_type, now=now or wall_clock())]
 
 
 def asks(queries):
-    return [Ask(q.id, q.text, q.task_type, wall_clock()) for q in queries]
+    now = wall_clock()  # one "now" for them all: a served system starts once at it (--as-of)
+    return [Ask(q.id, q.text, q.task_type, now) for q in queries]
 
 
 def test_memofs_mcp_stdio_ranks_as_the_library(tiny):
@@ -59,7 +63,7 @@ def test_memofs_mcp_stdio_ranks_as_the_library(tiny):
         assert sorted(ids.values()) == sorted(m.id for m in corpus)
         for ask in asks(queries):
             served = sut.recall(scope, ask, 10)
-            assert list(served.ids) == library_ids(root, ask.text, 10, ids), ask.id
+            assert list(served.ids) == library_ids(root, ask.text, 10, ids, ask.now, ask.task_type), ask.id
             assert served.scores is not None and list(served.scores) == sorted(served.scores, reverse=True)
     finally:
         sut.close()
@@ -142,7 +146,8 @@ def test_memofs_cli_ranks_as_the_library(tiny):
         sut.ingest(scope, corpus)
         for ask in asks(queries[:3]):
             got = sut.recall(scope, ask, 10)
-            assert list(got.ids) == library_ids(sut._dirs[scope], ask.text, 10, sut._ids[scope])
+            assert list(got.ids) == library_ids(sut._dirs[scope], ask.text, 10, sut._ids[scope], ask.now,
+                                               ask.task_type)
     finally:
         sut.close()
 
@@ -216,3 +221,29 @@ def test_write_store_leaves_out_blank_memories(tiny, tmp_path):
     blank = dataclasses.replace(corpus[0], id="blank", text="  ")
     ids = write_store(tmp_path, [blank, *corpus[1:3]])
     assert sorted(ids.values()) == sorted(m.id for m in corpus[1:3])
+
+
+
+def test_memofs_mcp_ranks_at_the_harness_now_through_as_of(tiny):
+    """Issue 46, item 5: the served system ranks at the harness's "now" (the query's, else the
+    dataset's, passed as ``--as-of``) with the query's task type: exactly the library's ranking
+    over the store it serves at that "now"; a query asked at another "now" restarts the server
+    at it. The truth is the store's own Recaller, asked directly."""
+    scope, corpus, queries = scope_of(tiny)
+    sut = MemofsMcp("memofs-mcp", embedder="none")
+    try:
+        sut.open(tiny.dataset)
+        sut.ingest(scope, corpus)
+        root, ids = sut._dirs[scope], sut._ids[scope]
+        later = tiny.dataset.as_of + timedelta(days=400)  # ages (recency, expiry) move: the ranking may too
+        got: dict[tuple[str, bool], tuple[str, ...]] = {}
+        for at_later in (False, True):  # every query at one "now", then at the other: the server restarts once
+            for q in queries:
+                now = later if at_later else tiny.dataset.now_for(q)
+                served = sut.recall(scope, Ask(q.id, q.text, q.task_type, now), 10)
+                assert list(served.ids) == library_ids(root, q.text, 10, ids, now, q.task_type), (q.id, now)
+                got[q.id, at_later] = served.ids
+        # the clock reached the ranking: a server at one fixed "now" would have failed above
+        assert any(got[q.id, False] != got[q.id, True] for q in queries)
+    finally:
+        sut.close()

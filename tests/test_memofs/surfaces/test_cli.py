@@ -205,3 +205,75 @@ def test_remember_upstream_fields_refused_in_one_line(proj: Path, args: list[str
     res = run(proj, "remember", "Some durable fact about the build", *args, code=1)
     assert res.stderr.strip() == message
     assert (proj / ".memofs/memory/memories.jsonl").read_text() == ""
+
+
+def _dated_store(root: Path) -> list[str]:
+    """Memories written by the library with their own dates (a year apart): ages matter."""
+    from datetime import datetime, timezone
+
+    from memofs.store.project import Store
+
+    store = Store.open(root)
+    texts = ["tenant database pool size is 20", "tenant database pool size is 50 after the load test",
+             "tenant database lives in Postgres"]
+    return [store.remember(t, kind="decision", now=datetime(2024 + i, 1, 1, tzinfo=timezone.utc)).id
+            for i, t in enumerate(texts)]
+
+
+def test_recall_and_context_rank_at_as_of(proj: Path) -> None:
+    """Issue 46, item 5: ``--as-of`` is the "now" recall ranks with: the CLI's ranking and
+    scores are the library Recaller's over the same store asked at that time."""
+    from datetime import datetime
+
+    from memofs.store.project import LiveStore, Store, wall_clock
+
+    _dated_store(proj)
+    state = LiveStore(Store.open(proj, clock=wall_clock), embedder=None).state()
+    for stamp in ("2024-06-01T00:00:00Z", "2031-01-01T12:00:00+02:00"):
+        truth = state.recaller.recall("tenant database pool", 3, now=datetime.fromisoformat(stamp))
+        out = jrun(proj, "recall", "-q", "tenant database pool", "-k", "3", "--as-of", stamp)
+        assert [(r["id"], r["score"]) for r in out["results"]] == [(r.id, r.score) for r in truth], stamp
+    b = jrun(proj, "context", "-q", "tenant database pool", "--as-of", "2024-06-01T00:00:00Z")
+    assert b["bytes"] > 0  # context takes the option too; the ranking it briefs is recall's (above)
+
+
+@pytest.mark.parametrize("command", [["recall", "-q", "x"], ["context", "-q", "x"], ["mcp"]])
+@pytest.mark.parametrize("stamp", ["2026-03-01T00:00:00", "yesterday", ""])
+def test_as_of_refuses_a_naive_time_or_garbage_in_one_line(proj: Path, command: list[str], stamp: str) -> None:
+    res = run(proj, *command, "--as-of", stamp, code=1)
+    err = res.stderr if hasattr(res, "stderr") else res.output
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("memofs: error: --as-of") and "Traceback" not in res.output
+
+
+def test_init_profile_is_written_and_used_by_later_recalls(tmp_path: Path) -> None:
+    """Issue 46, item 5: ``init --profile`` writes config.json ``recall.profile``; a later
+    recall ranks (ids and scores) as the library Recaller with that profile's RecallConfig
+    over the same memories."""
+    from datetime import datetime, timezone
+
+    from memofs.ranking.config import RecallConfig
+    from memofs.ranking.recall import Recaller
+    from memofs.store.project import Store
+
+    run(tmp_path, "init", "--profile", "upstream")
+    assert json.loads((tmp_path / ".memofs" / "config.json").read_text())["recall"]["profile"] == "upstream"
+    _dated_store(tmp_path)
+    memories = list(Store.open(tmp_path).load().memories)
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    out = jrun(tmp_path, "recall", "-q", "tenant database pool", "--as-of", "2026-01-01T00:00:00Z")
+    rec = Recaller(RecallConfig.from_dict({"profile": "upstream"}))
+    rec.add(memories)
+    truth = rec.recall("tenant database pool", 10, now=at)
+    assert [(r["id"], r["score"]) for r in out["results"]] == [(r.id, r.score) for r in truth]
+    # again on an existing store: the profile changes, the other keys stay
+    run(tmp_path, "init", "--profile", "reference")
+    config = json.loads((tmp_path / ".memofs" / "config.json").read_text())
+    assert config["recall"] == {"profile": "reference"} and config["projectId"] == "default"
+
+
+def test_init_unknown_profile_is_one_line_naming_the_profiles(tmp_path: Path) -> None:
+    res = run(tmp_path, "init", "--profile", "fastest", code=1)
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and all(n in lines[0] for n in ("--profile", "reference", "robust", "upstream"))
+    assert not (tmp_path / ".memofs").exists()
