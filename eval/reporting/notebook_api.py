@@ -47,8 +47,8 @@ import pandas as pd  # noqa: E402
 from memofs.ranking.config import RecallConfig  # noqa: E402
 from memofs.ranking.fusion import fuse  # noqa: E402
 from memofs.ranking.recall import explain_row  # noqa: E402
-from memofs.ranking.terms import clamp01  # noqa: E402
 from memofs.signals.frame import SignalFrame  # noqa: E402
+from memofs_eval.scoring import attribution as A  # noqa: E402
 from memofs_eval.scoring import metrics as M  # noqa: E402
 from memofs_eval._env import REPO, cache_root  # noqa: E402
 from memofs_eval.runs.baselines import bm25_scores, dense_scores, fused  # noqa: E402
@@ -363,18 +363,13 @@ def explain(frame: SignalFrame, cfg: RecallConfig, k: int = 10) -> pd.DataFrame:
     (:func:`memofs.ranking.recall.explain_row` over :func:`memofs.ranking.fusion.fuse`), plus the additive
     parts of the composite score:
 
-    vec = w_rel * (1 - blend) * w_vec * clamp01(cos), lex = w_rel * (1 - blend) * w_lex * sat(lex),
-    rerank = w_rel * blend * clamp01(rerank), recency = w_rec * rec, confidence = w_conf * conf;
-    final = (vec + lex + rerank + recency + confidence) * penalty_factor."""
+    part_vec, part_lex (bm25 + fuzzy), part_rerank, part_recency, part_confidence: the terms of
+    :func:`memofs_eval.scoring.attribution.attribute`; final = their sum * penalty_factor."""
     f = fuse(frame, cfg, k)
-    w, p = f.weights, f.parts
-    rel = w.w_relevance * (1.0 - w.rerank_blend)
+    t = A.attribute(f, cfg)
     parts = {
-        "part_vec": rel * w.w_vec * clamp01(p["cosine"]),
-        "part_lex": rel * w.w_lex * p["lexical_saturated"],
-        "part_rerank": w.w_relevance * w.rerank_blend * clamp01(p["rerank"]),
-        "part_recency": w.w_recency * p["recency"],
-        "part_confidence": w.w_confidence * p["confidence"],
+        "part_vec": t["vector"], "part_lex": t["bm25"] + t["fuzzy"], "part_rerank": t["rerank"],
+        "part_recency": t["recency"], "part_confidence": t["confidence"],
     }
     rows = []
     for pos in range(len(f.rows)):

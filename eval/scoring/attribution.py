@@ -13,6 +13,9 @@ to [0, 1], non-finite -> 0), the pre-rounding final score of a candidate is exac
                                                          stale/unverified penalty took away)
     final      = vector + bm25 + fuzzy + rerank + recency + confidence + penalty
 
+A candidate the reranker did not score (rerank NaN: a model reranker scores only the
+fused pool's top N) keeps its whole base, as fusion does: ``keep = 1`` and ``rerank = 0``.
+
 where ``bm25_term = bm25`` (if BM25 is on) and ``fuzzy_term = fuzzy_boost * fuzzy`` (if
 fuzzy is on) are the two addends of the raw lexical score, so the saturated lexical part
 is split between them in proportion. Every number is read from ``Fused.parts`` and
@@ -47,7 +50,9 @@ def attribute(fused: Fused, cfg: RecallConfig) -> dict[str, NDArray[np.float64]]
     if cfg.fusion != "formula":
         raise ValueError(f"attribution needs the formula fusion (cfg.fusion = {cfg.fusion!r})")
     p, w = fused.parts, fused.weights
-    keep = 1.0 - w.rerank_blend
+    rr = np.asarray(p["rerank"], dtype=np.float64)
+    blended = np.full(len(rr), w.rerank_blend > 0) & ~np.isnan(rr)  # unscored rows: identity fold
+    keep = np.where(blended, 1.0 - w.rerank_blend, 1.0)
     lex_part = w.w_relevance * keep * w.w_lex * p["lexical_saturated"]
     bm25_term = p["bm25"] if cfg.use_bm25 else np.zeros_like(p["bm25"])
     fuzzy_term = cfg.fuzzy_boost * p["fuzzy"] if cfg.use_fuzzy else np.zeros_like(p["fuzzy"])
@@ -59,7 +64,7 @@ def attribute(fused: Fused, cfg: RecallConfig) -> dict[str, NDArray[np.float64]]
         "vector": w.w_relevance * keep * w.w_vec * clamp01(p["cosine"]),
         "bm25": lex_part * bm25_share,
         "fuzzy": lex_part * fuzzy_share,
-        "rerank": w.w_relevance * w.rerank_blend * clamp01(p["rerank"]) if w.rerank_blend > 0 else np.zeros(len(lexical)),
+        "rerank": np.where(blended, w.w_relevance * w.rerank_blend * clamp01(rr), 0.0),
         "recency": w.w_recency * np.asarray(p["recency"], dtype=np.float64),
         "confidence": w.w_confidence * np.asarray(p["confidence"], dtype=np.float64),
         "penalty": np.asarray(p["composite"], dtype=np.float64) * (np.asarray(p["penalty"], dtype=np.float64) - 1.0),

@@ -105,6 +105,17 @@ def test_terms_sum_to_the_final_score_on_random_frames(rows, w_vec, blend, reran
     _check_sum(frame(rows, rerank_ok=rerank_ok), RecallConfig().replace(w_vec=w_vec, rerank_blend=blend), k=5)
 
 
+def test_an_unscored_candidate_keeps_its_whole_base():
+    # a model reranker scores only the pool's top N; the others (rerank NaN) fold to identity
+    fr = frame([{"id": "a", "bm25": 0.0, "fuzzy": 1.0, "rerank": NAN, "kind": "decision"}])
+    cfg = RecallConfig().replace(w_vec=0.0, rerank_blend=1.0)
+    terms = A.attribute(fuse(fr, cfg, 1), cfg)
+    # by hand: lexical = .15 * 1 = .15, saturated .15 / 2.15; w_lex 1, keep 1, w_rel .7
+    assert terms["fuzzy"][0] == pytest.approx(0.7 * 0.15 / 2.15)
+    assert terms["rerank"][0] == 0.0
+    _check_sum(fr, cfg, k=1)
+
+
 def test_carriers_and_rescues():
     cfg = RecallConfig()
     fr = frame(ROWS)
