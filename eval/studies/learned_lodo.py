@@ -87,8 +87,11 @@ def _code_hash() -> str:
 class Lab:
     """The benches, their cached feature blocks per query mode, and memoised trainings and runs."""
 
-    def __init__(self, benches: dict[str, Bench], cache: Path | None = None, log: Callable[[str], None] = print) -> None:
+    def __init__(self, benches: dict[str, Bench], cache: Path | None = None, log: Callable[[str], None] = print,
+                 modes: dict[str, dict[str, bool]] | None = None) -> None:
+        """``modes``: the query modes a :class:`Candidate`'s ``query`` names (default :data:`QUERY_MODES`)."""
         self.benches = benches
+        self.modes = dict(QUERY_MODES if modes is None else modes)
         self.cache = cache or (cache_root() / "learned" / "features")
         self.log = log
         self._blocks: dict[tuple[str, str], dict[str, Block]] = {}
@@ -102,7 +105,7 @@ class Lab:
 
     def config(self, dataset: str, query: str) -> RecallConfig:
         b = self.benches[dataset]
-        return b.spec.default_config().replace(**QUERY_MODES[query])
+        return b.spec.default_config().replace(**self.modes[query])
 
     def frames(self, dataset: str, query: str) -> dict:
         key = (dataset, query)
@@ -166,7 +169,7 @@ class Lab:
         params = FeatureParams.from_config(cfg)
         names = feature_set(cand.features)
         meta = {"datasets": {ds: len(q) for ds, q in parts}, "query": cand.query, "feature_set": cand.features,
-                "query_settings": QUERY_MODES[cand.query]}
+                "query_settings": self.modes[cand.query]}
         if cand.family == "lambdamart":
             m: Model = train_lambdamart(blocks_, names, params, weights, meta)
         else:
