@@ -68,6 +68,9 @@ _RUN_FIGURES = ("results.csv", "confidence_intervals.csv", "significance.csv", "
 REPORTS: tuple[Committed, ...] = (
     Committed("reports/learned/lodo/summary.json", (PY, "-m", "memofs_eval.studies.learned_transfer"),
               ("reports/learned/lodo/summary.json",), needs=(_LOCOMO, _LME)),
+    # after LODO (it reads the robust profile it ships), before the systems reports (they read its models)
+    Committed("reports/learned/recommended/summary.json", (PY, "-m", "memofs_eval.studies.recommended"),
+              ("reports/learned/recommended/summary.json", "reports/learned/recommended/results.csv"), needs=(_LOCOMO, _LME)),
     Committed("reports/latest/manifest.json", ("make", "eval"), tuple(f"reports/latest/{f}" for f in _RUN_FIGURES)),
     Committed("reports/locomo/latest/manifest.json", ("make", "eval-locomo", f"LOCOMO={_LOCOMO}"),
               tuple(f"reports/locomo/latest/{f}" for f in _RUN_FIGURES), needs=(_LOCOMO,)),

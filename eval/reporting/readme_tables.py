@@ -6,7 +6,8 @@ Reads ``reports/latest/results.csv`` (make eval), ``reports/locomo/latest/result
 (make eval-locomo, when present), ``reports/learned/lodo/summary.json``
 (``memofs-eval tune --learned``) and ``reports/bench-lexical.md``, and rewrites the blocks
 between ``<!-- headline-eval:start/end -->``, ``<!-- learned-lodo:start/end -->`` and
-``<!-- bench-lexical:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
+``<!-- bench-lexical:start/end -->``, the recommended profile held out
+(``reports/learned/recommended/summary.json``) into ``<!-- learned-recommended:start/end -->``, the protocol table into ``<!-- field-protocols:start/end -->``
 (``reports/longmemeval`` and ``reports/locomo``), the memory systems under test into
 ``<!-- systems:start/end -->`` (``reports/systems``, its ``locomo`` and ``longmemeval`` folders),
 and the sweep timings from each run's ``manifest.json`` into ``<!-- sweep-speed:start/end -->``.
@@ -225,6 +226,28 @@ def lodo_table(repo: Path = REPO) -> str:
     return table(header, rows, "lrrrrr") + f"\n\n*`robust` = {robust['candidate']}; from `reports/learned/lodo/summary.json`.{note}*"
 
 
+def recommended_table(repo: Path = REPO) -> str:
+    """The ``recommended`` profile held out beside the ``robust`` candidate under the same
+    protocol, and the pre-registered decision, from ``reports/learned/recommended/summary.json``
+    (``python -m memofs_eval.studies.recommended``)."""
+    summary = repo / "reports" / "learned" / "recommended" / "summary.json"
+    if not summary.is_file():
+        return "(run `python -m memofs_eval.studies.recommended`)"
+    doc = json.loads(summary.read_text(encoding="utf-8"))
+    rows = [(f"{d} ({doc['embedders'][d]})", h["recommended pick"], f"{h['recommended']:.3f}", f"{h['robust candidate']:.3f}",
+             f"{h['difference']:+.3f}", f"{h['p (Holm)']:.3g}") for d, h in doc["heldout"].items()]
+    v = doc["decision"]
+    said = "replaces `robust` in this advice" if v["replaces_robust"] else "does not replace `robust`; it is reported beside it"
+    header = ("held-out dataset (nDCG@10)", "recommended: the rule's pick without this dataset", "recommended",
+              "`robust` candidate", "difference", "p (paired t, Holm)")
+    absent = doc.get("absent") or []
+    note = f" Absent when generated: {', '.join(absent)}." if absent else ""
+    return (table(header, rows, "llrrrr") + f"\n\n*Decision (the rule fixed before these figures): `recommended` {said} "
+            f"(higher on {len(v['higher_on'])} of {len(doc['heldout'])}; significantly below on "
+            f"{', '.join(v['significantly_below_on']) or 'none'}). Shipped: {doc['shipped']}, trained on every dataset; "
+            f"`robust` = {doc['robust']}. From `reports/learned/recommended/summary.json`.{note}*")
+
+
 def sweep_line(repo: Path = REPO) -> str:
     """The recombination sweep's wall time, read from each run's ``manifest.json``."""
     lines = []
@@ -280,6 +303,8 @@ def render(text: str, where: str = "README.md", repo: Path = REPO) -> str:
         text = fill(text, "<!-- systems:start -->", "<!-- systems:end -->", systems_table(repo), where)
     if "<!-- learned-lodo:start -->" in text:
         text = fill(text, "<!-- learned-lodo:start -->", "<!-- learned-lodo:end -->", lodo_table(repo), where)
+    if "<!-- learned-recommended:start -->" in text:
+        text = fill(text, "<!-- learned-recommended:start -->", "<!-- learned-recommended:end -->", recommended_table(repo), where)
     return fill(text, "<!-- bench-lexical:start -->", "<!-- bench-lexical:end -->", bench_file_table(repo / "reports" / "bench-lexical.md"), where)
 
 

@@ -152,7 +152,7 @@ def check_figure(lab: LD.Lab, model: Model, cand: LD.Candidate) -> dict:
     qids = lab.test_qids(CHECK_DATASET)[:CHECK_QUERIES]
     score = float(ndcg(lab.benches[CHECK_DATASET], lab.run(model, cand, CHECK_DATASET, qids)).mean())
     return {"dataset": CHECK_DATASET, "queries": qids, "embedder": lab.benches[CHECK_DATASET].embedder,
-            "settings": LD.QUERY_MODES[cand.query], "ndcg@10": score}
+            "settings": lab.modes[cand.query], "ndcg@10": score}
 
 
 def inner_table(h: Held) -> pd.DataFrame:

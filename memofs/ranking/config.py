@@ -172,7 +172,8 @@ class RecallConfig:
     reranker_model: str | None = None
     rerank_top_n: int = 20
     # a named profile (memofs.ranking.profiles): "reference" (the spec, default), "robust"
-    # (the learned-fusion study's best leave-one-dataset-out configuration) or "upstream"
+    # (the learned-fusion study's best leave-one-dataset-out configuration), "recommended"
+    # (learned fusion, stemming in its space, chosen by a rule fixed in advance) or "upstream"
     # (upstream's own ranking, for parity); from_dict applies
     # the profile's settings first, then the other keys
     profile: str = "reference"

@@ -6,6 +6,11 @@
   (``python -m memofs_eval.studies.learned_transfer``), retrained on every dataset for shipping. Its settings
   live beside the model in ``memofs/ranking/models/profile-robust.json`` (written by the
   study): the recall fields to set, with ``learned_model`` naming a file of that folder.
+* ``recommended``: learned fusion chosen by a rule fixed in advance over a wider space (the
+  robust study's candidates x query modes with and without Snowball stemming), selected and
+  scored leave one dataset out (``python -m memofs_eval.studies.recommended``); its file
+  ``profile-recommended.json`` also lists, per dataset, a model trained without that dataset
+  (``heldout_models``), which evaluations of that dataset use.
 * ``upstream``: upstream MemoFS's own ranking (``localRecall`` + ``mergeHybridCandidates``,
   upstream-facts sections 0-4), for users who switch tools and want the same order:
   fixed weights 0.6 x vector + 0.4 x lexical even with no vector score (no dynamic
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
-PROFILE_NAMES: tuple[str, ...] = ("reference", "robust", "upstream")
+PROFILE_NAMES: tuple[str, ...] = ("reference", "robust", "recommended", "upstream")
 UPSTREAM_SETTINGS: dict[str, Any] = {
     "dynamic_weights": False, "upstream_index_text": True, "graph_doc_aliases": False, "upstream_stop_words": True,
     "include_graph_docs": True, "neutral_recency_confidence": True, "use_rewrite": False,
@@ -37,6 +42,8 @@ UPSTREAM_SETTINGS: dict[str, Any] = {
     "use_supersession": False, "entity_match": "upstream",
 }
 """The ``upstream`` profile's :class:`~memofs.ranking.config.RecallConfig` fields (see above)."""
+
+_STUDY = {"recommended": "python -m memofs_eval.studies.recommended"}
 
 
 def profile_file(name: str) -> Path:
@@ -53,7 +60,7 @@ def _settings(name: str) -> tuple[tuple[str, Any], ...]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{path}: profile {name!r} is not shipped (run python -m memofs_eval.studies.learned_transfer)") from None
+        raise ValueError(f"{path}: profile {name!r} is not shipped (run {_STUDY.get(name, 'python -m memofs_eval.studies.learned_transfer')})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}:{exc.lineno}: json: {exc.msg}") from None
     settings = doc.get("settings") if isinstance(doc, dict) else None

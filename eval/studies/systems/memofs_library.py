@@ -2,17 +2,20 @@
 as the harness builds its own (the scope's entity graph and source tree; corpus vectors from
 the harness's embedding cache), asked with the query's task type and "now". With
 ``embedder = "minilm"`` and the reference profile it ranks exactly as the harness's
-``default`` method (tested)."""
+``default`` method (tested). ``heldout = true`` (a profile whose file lists ``heldout_models``,
+as ``recommended`` does): each dataset is ranked by the model, and the settings, selected and
+trained without it, so the row is a held-out figure."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from memofs.files.records import Memory
 from memofs.graph.entity_graph import EntityGraph
 from memofs.ranking.config import RecallConfig
-from memofs.ranking.profiles import PROFILE_NAMES
+from memofs.ranking.profiles import MODELS_DIR, PROFILE_NAMES, profile_file
 from memofs.ranking.recall import Recaller
 from memofs_datasets.format import Dataset
 
@@ -22,26 +25,52 @@ from memofs_eval.studies.systems.embedding import warmed_embedder
 
 
 class MemofsLibrary(System):
-    OPTIONS = {"profile": (str,), "embedder": (str,), "config": (dict,)}
+    OPTIONS = {"profile": (str,), "embedder": (str,), "config": (dict,), "heldout": (bool,)}
     extra_id_prefixes = ("graph:",)
 
     def __init__(self, name: str, *, base: Path = Path("."), profile: str = "reference", embedder: str = "minilm",
-                 config: dict | None = None) -> None:
+                 config: dict | None = None, heldout: bool = False) -> None:
         """``config``: RecallConfig fields over the profile's settings (an ablation of a profile,
-        e.g. ``{ stem = true }``)."""
+        e.g. ``{ stem = true }``); ``heldout``: see the module docstring."""
         if profile not in PROFILE_NAMES:
             raise AdapterConfigError(name, "options.profile", f"expected one of {', '.join(PROFILE_NAMES)}, got {profile!r}")
         self.name, self.profile, self.embedder_name = name, profile, embedder
+        self._overrides = dict(config or {})
+        self._heldout = self._heldout_models(profile) if heldout else None
         try:
-            self.config = RecallConfig.from_dict({**(config or {}), "profile": profile})
+            self.config = RecallConfig.from_dict({**self._overrides, "profile": profile})
         except (ValueError, TypeError) as exc:
             raise AdapterConfigError(name, "options.config", str(exc)) from None
         self._dataset: Dataset | None = None
         self._emb: CachedEmbedder | None = None
         self._recallers: dict[str, Recaller] = {}
 
+    def _heldout_models(self, profile: str) -> dict[str, dict]:
+        path = profile_file(profile)
+        try:
+            held = json.loads(path.read_text(encoding="utf-8")).get("heldout_models")
+        except (OSError, ValueError) as exc:
+            raise AdapterConfigError(self.name, "options.heldout", f"{path}: {exc}") from None
+        if not isinstance(held, dict) or not held:
+            raise AdapterConfigError(self.name, "options.heldout", f"{path}: profile {profile!r} lists no heldout_models")
+        return held
+
+    def heldout_config(self, dataset: str) -> RecallConfig:
+        """The configuration that never saw ``dataset`` (a profile dataset's name, or that name
+        and a suffix, as ``longmemeval-longmemeval_dev``): its model and settings over the
+        reference, then the ``config`` option."""
+        assert self._heldout is not None
+        key = next((k for k in self._heldout if dataset == k or dataset.startswith(k + "-")), None)
+        if key is None:
+            raise AdapterConfigError(self.name, "options.heldout",
+                                     f"profile {self.profile!r} has no held-out model for dataset {dataset!r} (it has {', '.join(self._heldout)})")
+        entry = self._heldout[key]
+        return RecallConfig.from_dict({**entry["settings"], "learned_model": str(MODELS_DIR / entry["model"]), **self._overrides})
+
     def open(self, dataset: Dataset) -> None:
         self._dataset = dataset
+        if self._heldout is not None:
+            self.config = self.heldout_config(dataset.name)
         rewritten = []  # the texts recall embeds: each query rewritten with its scope's graph (as the harness warms them)
         for scope in dict.fromkeys(q.scope for q in dataset.queries):
             rec = Recaller(self.config, graph=EntityGraph(*dataset.graph_for(scope)))

@@ -125,10 +125,11 @@ def test_study_scorer_is_the_online_path(tmp_path):
         assert again.run(m, cand, "tiny", bench.qids) == got
 
 
-@pytest.mark.parametrize("path", sorted(MODELS_DIR.glob("*-v3.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted([*MODELS_DIR.glob("*-v3.json"), *MODELS_DIR.glob("learned-recommended-*.json")]),
+                         ids=lambda p: p.name)
 def test_shipped_v3_model_reproduces_its_recorded_figure(path):
-    """Each -v3 file loads in the online path and gives, on its recorded subset, the nDCG@10
-    the study recorded (through fuse_learned, not the study's scorer)."""
+    """Each -v3 and recommended model file loads in the online path and gives, on its recorded
+    subset, the nDCG@10 the study recorded (through fuse_learned, not the study's scorer)."""
     from memofs_eval.studies import learned_bench as S
     from memofs_eval.scoring.metrics import per_query
 

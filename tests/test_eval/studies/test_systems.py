@@ -156,7 +156,7 @@ def test_run_file_defects_are_reported_per_query(tiny, tmp_path):
 
 @pytest.mark.parametrize("body, message", [
     ('[[systems]]\nname = "a"\nadapter = "memofs"\noptions = { profil = "robust" }\n',
-     "systems.toml:5: systems[0].options.profil: unknown option (allowed: profile, embedder, config)"),
+     "systems.toml:5: systems[0].options.profil: unknown option (allowed: profile, embedder, config, heldout)"),
     ('[[systems]]\nname = "a"\nadapter = "memofs"\n\n[[systems]]\nname = "b"\nadapter = "run-file"\noptions = { path = 3 }\n',
      "systems.toml:9: systems[1].options.path: expected str, got int 3"),
     ('[[systems]]\nname = "a"\nadapter = "run-file"\n', "systems.toml: systems[0].options.path: required option is missing"),
