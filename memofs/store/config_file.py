@@ -6,6 +6,11 @@
 mapped to the switches it means, the embedder keys are reported (memofs picks the embedder
 with ``MEMOFS_EMBEDDER``), and ``recall.upstream`` (where ``memofs import`` moves them) is
 skipped. Upstream never reads ``engine`` itself (facts section 0); we honour what it says.
+
+``autoExtractGraph`` (a boolean, default true) is upstream's runtime option of that name
+(upstream-facts.md, "Rule-based extractor"), kept in the file: false stops the rule-based
+extraction of graph facts on every write, for a store whose graph is curated (written whole,
+:meth:`~memofs.store.directory.Store.write_graph`) rather than extracted.
 """
 
 from __future__ import annotations
@@ -71,3 +76,19 @@ def load_recall_config(path: Path) -> tuple[RecallConfig, list[str]]:
         return RecallConfig.from_dict(ours), notes
     except (TypeError, ValueError) as exc:
         raise ConfigFileError(f"{path}: field 'recall': {exc}") from None
+
+
+def load_auto_extract_graph(path: Path) -> bool:
+    """``config.json`` ``autoExtractGraph`` (true when the file or the key is missing).
+    Raises :class:`ConfigFileError` (one line, file and key) on a malformed file or a
+    value that is not a boolean."""
+    try:
+        data = safe_json.load_file(path)
+    except FileNotFoundError:
+        return True
+    except safe_json.JSONFileError as exc:
+        raise ConfigFileError(str(exc)) from None
+    value = data.get("autoExtractGraph", True) if isinstance(data, dict) else True
+    if not isinstance(value, bool):
+        raise ConfigFileError(f"{path}: field 'autoExtractGraph' must be true or false; got {value!r}")
+    return value

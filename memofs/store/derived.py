@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ class DerivedLines:
     _events_cursor: AppendCursor
     _ids_cursor: AppendCursor
     _unsynced: int
+    auto_extract_graph: Callable[[], bool]  # config.json autoExtractGraph (Store)
 
     def _created_event(self, memory: Memory, actor: str | None = None) -> dict[str, Any]:
         """The ``memory.created`` event of ``memory`` (its id is derived, so a rebuilt
@@ -123,7 +124,8 @@ class DerivedLines:
                   if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
         graph = self.load_graph()
         no_event = [m for m in memories if m.id not in logged]
-        no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])]
+        no_facts = [m for m in memories if any(n.id not in graph for n in self._facts(m.text)[0])] \
+            if self.auto_extract_graph() else []  # a curated graph lacks no extracted fact
         return no_event, no_facts
 
     # -- derived lines: checkpoint and re-derivation (issue 18) --------------------------
@@ -207,7 +209,8 @@ class DerivedLines:
                       if obj.get("type") == "memory.created" and isinstance(obj.get("metadata"), dict)}
             no_event = [m for m in after if m.id not in logged]
             graph = self._current_graph()
-            no_facts = [m for m in after if any(n.id not in graph for n in self._facts(m.text)[0])]
+            no_facts = [m for m in after if any(n.id not in graph for n in self._facts(m.text)[0])] \
+                if self.auto_extract_graph() else []
             done = []
             if no_event:
                 repair_tail(p.events, p.tmp)

@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 
 from memofs.files import safe_json, secrets
 from memofs.files.atomic import atomic_write_text
-from memofs.files.jsonl import (AppendCursor, FileKey, append_bytes, append_line, compact, derived_appends, file_key,
+from memofs.files.jsonl import (AppendCursor, FileKey, append_bytes, append_line, append_lines, compact, derived_appends, file_key,
                                 repair_tail, tail_lines)
 from memofs.files.layout import STORE_DIR, Paths
 from memofs.files.memories_sidecar import Cached, MemoriesSidecar
@@ -76,7 +76,7 @@ from memofs.signals.terms_sidecar import TermsSidecar
 from memofs.ranking.config import RecallConfig
 from memofs.ranking.profiles import PROFILE_NAMES
 from memofs.graph.entity_graph import EntityGraph
-from memofs.store.config_file import ConfigFileError, load_recall_config
+from memofs.store.config_file import ConfigFileError, load_auto_extract_graph, load_recall_config
 from memofs.store.derived import DerivedLines, fnv1a32
 from memofs.store.errors import StoreError, StoreNotFoundError
 from memofs.store.inputs import NAMESPACE_PATTERN, _check_text, normalize_tags
@@ -166,12 +166,15 @@ class Store(DerivedLines):
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
     def init(cls, root: str | os.PathLike[str], *, project_id: str = "default", force: bool = False,
-             clock: Clock | None = None, now: datetime | None = None, profile: str | None = None) -> Store:
+             clock: Clock | None = None, now: datetime | None = None, profile: str | None = None,
+             auto_extract_graph: bool | None = None) -> Store:
         """Create the layout; existing data files are kept. ``force`` rewrites core.md,
         manifest.json and config.json with their defaults (memories are never erased).
         ``profile`` (:data:`~memofs.ranking.profiles.PROFILE_NAMES`) is written to config.json
         ``recall.profile``, into an existing config too (its other keys kept), so later
-        recalls rank with it (issue 46, item 5); an unknown name raises StoreError."""
+        recalls rank with it (issue 46, item 5); an unknown name raises StoreError.
+        ``auto_extract_graph`` is written to config.json ``autoExtractGraph`` the same way
+        (:mod:`memofs.store.config_file`: False keeps a curated graph free of extracted facts)."""
         if profile is not None and profile not in PROFILE_NAMES:
             raise StoreError(f"unknown profile {profile!r} (one of {', '.join(PROFILE_NAMES)})")
         store = cls(root, clock=clock)
@@ -195,9 +198,14 @@ class Store(DerivedLines):
                 config: dict[str, Any] = {"version": 1, "projectId": project_id, "recall": {}}
                 if profile is not None:
                     config["recall"]["profile"] = profile
+                if auto_extract_graph is not None:
+                    config["autoExtractGraph"] = bool(auto_extract_graph)
                 atomic_write_text(p.config, json.dumps(config, indent=2) + "\n")
-            elif profile is not None:
-                store._set_profile(profile)
+            else:
+                if profile is not None:
+                    store._set_config(("recall", "profile"), profile)
+                if auto_extract_graph is not None:
+                    store._set_config(("autoExtractGraph",), bool(auto_extract_graph))
             if not store._derived_path().exists():
                 store._checkpoint_derived()
         return store
@@ -284,17 +292,30 @@ class Store(DerivedLines):
         return self.clock()
 
     # -- config --------------------------------------------------------------------
-    def _set_profile(self, profile: str) -> None:
-        """config.json ``recall.profile`` = ``profile``, every other key as it was (under the lock)."""
+    def _set_config(self, key: tuple[str, ...], value: Any) -> None:
+        """config.json's ``key`` (a top-level key, or ``("recall", name)``) = ``value``,
+        every other key as it was (under the lock)."""
         try:
             data = safe_json.load_file(self.paths.config)
         except safe_json.JSONFileError as exc:
             raise StoreError(str(exc)) from None
-        recall = data.get("recall", {}) if isinstance(data, dict) else None
-        if not isinstance(recall, dict):
-            raise StoreError(f"{self.paths.config}: field 'recall' must be an object")
-        data["recall"] = {**recall, "profile": profile}
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.paths.config}: must hold a JSON object")
+        if len(key) == 2:
+            table = data.get(key[0], {})
+            if not isinstance(table, dict):
+                raise StoreError(f"{self.paths.config}: field {key[0]!r} must be an object")
+            data[key[0]] = {**table, key[1]: value}
+        else:
+            data[key[0]] = value
         atomic_write_text(self.paths.config, json.dumps(data, indent=2) + "\n")
+
+    def auto_extract_graph(self) -> bool:
+        """config.json ``autoExtractGraph`` (default true): whether writes extract graph facts."""
+        try:
+            return load_auto_extract_graph(self.paths.config)
+        except ConfigFileError as exc:
+            raise StoreError(str(exc)) from None
 
     def recall_config(self) -> RecallConfig:
         """RecallConfig defaults overridden by ``config.json`` ``recall`` (validated;
@@ -456,6 +477,87 @@ class Store(DerivedLines):
             raise AnchorPathError(f"anchor path cannot be read ({exc.strerror or type(exc).__name__}): {secrets.shown(rel)}") from None
         return Anchor(full.relative_to(self.root).as_posix(), digest)
 
+    def recorded_anchor(self, a: Anchor) -> Anchor:
+        """``a`` kept as recorded (its hash is the file's when the memory was written; the
+        file may have changed or gone since: that is the drift recall reports), its path
+        confined to the project root and its hash and span checked."""
+        full = confine(self.root, a.path)
+        if not isinstance(a.sha256, str) or not re.fullmatch(r"[0-9a-f]{64}", a.sha256):
+            raise AnchorPathError(f"anchor {secrets.shown(a.path)}: sha256 must be 64 lowercase hex digits")
+        if a.lines is not None and not (len(a.lines) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in a.lines)
+                                        and 1 <= a.lines[0] <= a.lines[1]):
+            raise AnchorPathError(f"anchor {secrets.shown(a.path)}: lines must be [start, end] with 1 <= start <= end")
+        return Anchor(full.relative_to(self.root).as_posix(), a.sha256, None if a.lines is None else tuple(a.lines))
+
+    def write_graph(self, graph: EntityGraph) -> None:
+        """Replace the entity graph with ``graph`` (a curated one: an import, a dataset's),
+        atomically and under the lock. Writes that follow still merge their extracted facts
+        into it unless ``autoExtractGraph`` is false."""
+        with self.lock():
+            graph.save(self.paths.graph)
+            self._graph = None  # read again from the files by the next write
+            self._graph_cursors = (AppendCursor(), AppendCursor())
+
+    def import_memories(self, memories: Sequence[Memory], *, vectors: Sequence[Any] | None = None,
+                        embedder_name: str | None = None) -> None:
+        """Append ``memories`` as they are, in one durable write under the lock: records kept
+        whole from elsewhere (another store, a dataset), with their ids, dates, namespaces,
+        entities and anchors as recorded (:meth:`recorded_anchor`: the hash each file had then).
+        Each is checked as a load of its line would check it, and through the secret gate; an
+        id the store holds, or one given twice, is refused. Their events follow, their graph
+        facts unless ``autoExtractGraph`` is false, then a checkpoint. ``vectors`` (one per
+        memory, from ``embedder_name``) go to embeddings.jsonl. Raises :class:`StoreError`
+        or :class:`InvalidInputError` naming the memory, before anything is written."""
+        if (vectors is None) != (embedder_name is None) or (vectors is not None and len(vectors) != len(memories)):
+            raise InvalidInputError("vectors and embedder_name come together, one vector per memory")
+        p = self.paths
+        if not p.dir.is_dir():
+            raise StoreNotFoundError(f"no {STORE_DIR}/ store in {self.root}; run `memofs init` there first")
+        extract = self.auto_extract_graph()
+        with self.lock():
+            self._ready_to_append(p.memories)  # a torn last line (kill -9) is cut first, as remember does
+            self._ready_to_append(p.events)
+            existing = self._known_ids()
+            kept: list[Memory] = []
+            for j, m in enumerate(memories):
+                where = f"memory {j} ({secrets.shown(m.id)})"
+                if m.id in existing:
+                    raise InvalidInputError(f"{where}: the store already holds this id")
+                try:
+                    anchors = tuple(self.recorded_anchor(a) for a in m.anchors)
+                except AnchorPathError as exc:
+                    raise InvalidInputError(f"{where}: {exc}") from None
+                m = Memory(id=m.id, text=m.text, kind=m.kind, created_at=m.created_at, confidence=m.confidence,
+                           namespace=m.namespace, tags=m.tags, anchors=anchors, supersedes=m.supersedes,
+                           metadata=dict(m.metadata))
+                try:
+                    secrets.check(m.text, *m.tags, *m.supersedes, *(a.path for a in anchors), m.namespace)
+                    if not NAMESPACE_PATTERN.fullmatch(m.namespace) or ".." in m.namespace:
+                        raise InvalidInputError(f"namespace {secrets.shown(m.namespace)} is not a store namespace")
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"{where}: {exc}") from None
+                row = json.loads(compact(memory_to_json(m)))
+                kept.append(memory_from_row(row, where))  # what a load of the line would give
+                existing.add(m.id)
+            data = "".join(compact(memory_to_json(m)) + "\n" for m in kept).encode("utf-8")
+            if not data:
+                return
+            append_bytes(p.memories, data)
+            self._ids_current = False  # read again by the next write
+            self._left.pop(p.memories, None)
+            with derived_appends():
+                append_lines(p.events, (compact(self._created_event(m)) for m in kept))
+                if extract:
+                    self._extract_graph(m.text for m in kept)
+            self._left.pop(p.events, None)
+            self._checkpoint_derived()
+        if vectors is not None:
+            from memofs.signals.embeddings_file import EmbeddingRecord, EmbeddingsFile, text_sha256
+
+            EmbeddingsFile(p.embeddings).upsert([EmbeddingRecord(
+                id=m.id, vector=v, embedder=embedder_name, text_sha256=text_sha256(m.text), namespace=m.namespace,
+                metadata={"kind": m.kind}) for m, v in zip(kept, vectors)])
+
     def remember(
         self,
         text: str,
@@ -479,7 +581,8 @@ class Store(DerivedLines):
         computed before the lock and stored in embeddings.jsonl after it (best effort:
         rehydration embeds whatever is missing). ``title``, ``source``, ``source_refs`` and
         ``metadata`` are upstream's remember fields (:func:`memofs.files.records.memory_extras`),
-        kept in the memory's metadata and its line."""
+        kept in the memory's metadata and its line. Graph facts are extracted unless
+        config.json says ``autoExtractGraph: false``."""
         text = _check_text(text)
         extras = memory_extras(title=title, source=source, source_refs=source_refs, metadata=metadata)
         check_storable_extras(extras)
@@ -503,6 +606,7 @@ class Store(DerivedLines):
             raise InvalidInputError(f"namespace {secrets.shown(namespace)} must match ^[A-Za-z0-9][A-Za-z0-9._:@/-]{{0,255}}$ without '..'")
         sup = tuple(dict.fromkeys(s.strip() for s in supersedes if s.strip()))
         anchored = tuple(self.anchor(a) for a in anchors)
+        extract = self.auto_extract_graph()
         when = self._now(now)
         stamp = iso(when)
         vector = None
@@ -535,7 +639,8 @@ class Store(DerivedLines):
                 existing.add(mem_id)
             with derived_appends():  # derived from it: made durable by the next checkpoint
                 self._left[p.events] = file_key(append_line(p.events, self._created_event(memory, actor)))
-                self._extract_graph([text])
+                if extract:
+                    self._extract_graph([text])
             self._unsynced += 1
             if self._unsynced >= DERIVED_CHECKPOINT_WRITES:
                 # the lines _known_ids read, plus ours (already counted if the cursor advanced)

@@ -24,6 +24,18 @@ from memofs_eval.studies.systems.base import UNSCOPED, AdapterConfigError, Ask, 
 from memofs_eval.studies.systems.embedding import warmed_embedder
 
 
+def scope_sources(ds: Dataset, scope: str) -> tuple[EntityGraph, Path | None]:
+    """What memofs ranks a scope's corpus with besides its memories: the scope's entity graph
+    and the source tree its anchors resolve against (None for an unscoped corpus of several
+    namespaces: anchors resolve only when there is one). Every memofs adapter builds from it."""
+    ns = None if scope == UNSCOPED else scope
+    if ns is not None:
+        anchor_root = ds.anchor_root(ns)
+    else:
+        anchor_root = ds.anchor_root(ds.namespaces[0]) if len(ds.namespaces) == 1 else None
+    return EntityGraph(*ds.graph_for(ns)), anchor_root
+
+
 class MemofsLibrary(System):
     OPTIONS = {"profile": (str,), "embedder": (str,), "config": (dict,), "heldout": (bool,)}
     extra_id_prefixes = ("graph:",)
@@ -80,12 +92,8 @@ class MemofsLibrary(System):
     def ingest(self, scope: str, memories: Sequence[Memory]) -> None:
         ds = self._dataset
         assert ds is not None, "open(dataset) comes before ingest"
-        ns = None if scope == UNSCOPED else scope
-        if ns is not None:
-            anchor_root = ds.anchor_root(ns)
-        else:  # an unscoped corpus mixes namespaces; anchors resolve only when there is one
-            anchor_root = ds.anchor_root(ds.namespaces[0]) if len(ds.namespaces) == 1 else None
-        rec = Recaller(self.config, embedder=self._emb, graph=EntityGraph(*ds.graph_for(ns)), anchor_root=anchor_root)
+        graph, anchor_root = scope_sources(ds, scope)
+        rec = Recaller(self.config, embedder=self._emb, graph=graph, anchor_root=anchor_root)
         rec.add(memories, vectors=self._emb.encode([m.text for m in memories]) if self._emb is not None else None)
         self._recallers[scope] = rec
 

@@ -22,6 +22,7 @@ from memofs_eval.inputs.spec import DatasetRef
 from memofs_eval.studies.systems.base import UNSCOPED, Ask
 from memofs_eval.studies.systems.config import SystemSpec
 from memofs_eval.studies.systems.mcp_client import McpSystem
+from memofs_eval.studies.systems.memofs_library import MemofsLibrary
 from memofs_eval.studies.systems.memofs_store import MEMOFS, MemofsCli, MemofsMcp, write_store
 from memofs_eval.studies.systems.run import run_in_process
 from support import REPO_ROOT
@@ -58,6 +59,7 @@ def test_memofs_mcp_stdio_ranks_as_the_library(tiny):
     scope, corpus, queries = scope_of(tiny)
     sut = MemofsMcp("memofs-mcp", embedder="none")
     try:
+        sut.open(tiny.dataset)
         sut.ingest(scope, corpus)
         root, ids = sut._dirs[scope], sut._ids[scope]
         assert sorted(ids.values()) == sorted(m.id for m in corpus)
@@ -143,6 +145,7 @@ def test_memofs_cli_ranks_as_the_library(tiny):
     scope, corpus, queries = scope_of(tiny)
     sut = MemofsCli("memofs-cli", embedder="none")
     try:
+        sut.open(tiny.dataset)
         sut.ingest(scope, corpus)
         for ask in asks(queries[:3]):
             got = sut.recall(scope, ask, 10)
@@ -247,3 +250,72 @@ def test_memofs_mcp_ranks_at_the_harness_now_through_as_of(tiny):
         assert any(got[q.id, False] != got[q.id, True] for q in queries)
     finally:
         sut.close()
+
+
+def served_and_library(data: EvalData, served, profile: str, max_scopes: int | None = None,
+                       max_queries: int | None = None):
+    """(query id, served (id, score) ranking, library (id, score) ranking) for every query of
+    ``data`` (the first ``max_queries`` of the first ``max_scopes`` scopes), each scope
+    ingested by both adapters."""
+    lib = MemofsLibrary("memofs-lib", embedder="none", profile=profile)
+    lib.open(data.dataset)
+    served.open(data.dataset)
+    by_scope: dict = {}
+    for q in data.queries:
+        by_scope.setdefault(q.scope, []).append(q)
+    out = []
+    try:
+        for scope_name, qs in list(by_scope.items())[:max_scopes]:
+            scope = UNSCOPED if scope_name is None else scope_name
+            corpus = data.dataset.corpus_for(qs[0])
+            lib.ingest(scope, corpus)
+            served.ingest(scope, corpus)
+            for q in qs[:max_queries]:
+                ask = Ask(q.id, q.text, q.task_type, data.dataset.now_for(q))
+                a, b = served.recall(scope, ask, 10), lib.recall(scope, ask, 10)
+                out.append((q.id, list(zip(a.ids, a.scores)), list(zip(b.ids, b.scores))))
+    finally:
+        served.close()
+    return out
+
+
+@pytest.mark.parametrize("profile", ["reference", "robust"])
+def test_memofs_mcp_ranks_as_the_library_adapter(tiny, profile):
+    """Issue 46, item 5: the served store holds what the library ranks with (the memories
+    imported whole with their ids, entities and recorded anchors, the scope's graph with no
+    extracted facts, its source tree, the profile), so ``memofs mcp`` returns the library
+    adapter's ranking (the harness's ``default`` for the reference), ids and scores, on every
+    query of every scope. tiny has anchors that drifted (a modified and a deleted file),
+    entity links and a graph, so each of them is exercised."""
+    assert any(m.anchors for m in tiny.dataset.memories) and any(m.metadata.get("entities") for m in tiny.dataset.memories)
+    got = served_and_library(tiny, MemofsMcp("memofs-mcp", embedder="none", profile=profile), profile)
+    assert len(got) == len(tiny.queries)
+    for qid, served, library in got:
+        assert served == library, qid
+
+
+def test_memofs_mcp_ranks_as_the_library_adapter_on_agent_memory():
+    """The same on the bundled agent-memory dataset (582 memories with anchors, entities, a
+    graph). The served store written as before (memories through ``remember``: new ids, its
+    own extracted graph, no anchors or entities) differed from the library on all 311 of these
+    rankings (ids and scores), and on 21 of tiny's 22."""
+    ref = DatasetRef("agent-memory", bundled_datasets()["agent-memory"])
+    data = EvalData(ref, load(ref))
+    got = served_and_library(data, MemofsMcp("memofs-mcp", embedder="none"), "reference")
+    assert len(got) == len(data.queries)
+    assert [qid for qid, served, library in got if served != library] == []
+
+
+def test_memofs_cli_ranks_as_the_library_adapter(tiny):
+    got = served_and_library(tiny, MemofsCli("memofs-cli", embedder="none"), "reference", max_scopes=1, max_queries=4)
+    assert len(got) == 4
+    for qid, served, library in got:
+        assert served == library, qid
+
+
+def test_served_adapters_refuse_an_unknown_profile():
+    from memofs_eval.studies.systems.base import AdapterConfigError
+
+    for cls in (MemofsMcp, MemofsCli):
+        with pytest.raises(AdapterConfigError, match="options.profile"):
+            cls("x", profile="best")
